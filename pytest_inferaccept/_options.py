@@ -1,0 +1,74 @@
+"""Command-line options and their ini twins, in one group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_inferaccept.capabilities import CAPABILITIES, DEFAULT_REQUIRED
+from pytest_inferaccept.settings import API_KEY_ENV, PRESETS, Settings, SettingsError, resolve
+
+
+@dataclass(frozen=True)
+class _Option:
+    key: str
+    flag: str
+    metavar: str
+    help: str
+
+
+OPTIONS: tuple[_Option, ...] = (
+    _Option("server_url", "--server-url", "URL",
+            "base URL of the OpenAI-compatible server under test (with or without /v1)"),
+    _Option("server_cmd", "--server-cmd", "CMD",
+            "launch this shell command as the server under test; '{port}' in it is replaced "
+            "by a free loopback port"),
+    _Option("server_preset", "--server-preset", "NAME",
+            f"install (first time) and launch a local server: {', '.join(PRESETS)}"),
+    _Option("ready_timeout", "--server-ready-timeout", "SECONDS",
+            "how long a launched server may take to become ready (default 180)"),
+    _Option("server_log", "--server-log", "PATH",
+            "where a launched server's stdout/stderr go (default: a file in the temp dir)"),
+    _Option("model", "--model", "NAME", "chat model to test (default: first of /v1/models)"),
+    _Option("embedding_model", "--embedding-model", "NAME",
+            "embedding model (default: first model of the embedding endpoint)"),
+    _Option("embedding_url", "--embedding-url", "URL",
+            "base URL serving /v1/embeddings when not the server URL"),
+    _Option("api_key", "--api-key", "KEY",
+            f"API key sent as a bearer token (or ${API_KEY_ENV}); never printed"),
+    _Option("capabilities", "--capabilities", "LIST",
+            "comma-separated capabilities the team requires (default: "
+            f"{','.join(DEFAULT_REQUIRED)}); allowed: {', '.join(CAPABILITIES)}"),
+    _Option("request_timeout", "--request-timeout", "SECONDS",
+            "read timeout for one request (default 60)"),
+    _Option("connect_timeout", "--connect-timeout", "SECONDS",
+            "connect timeout for one request (default 5)"),
+    _Option("json_path", "--inferaccept-json", "PATH", "write machine-readable results here"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every option with an ini twin named inferaccept_<key>."""
+    group = parser.getgroup("inferaccept", "inference server acceptance (pytest-inferaccept)")
+    for opt in OPTIONS:
+        group.addoption(opt.flag, dest=f"inferaccept_{opt.key}", metavar=opt.metavar,
+                        default=None, help=opt.help)
+        parser.addini(f"inferaccept_{opt.key}", f"{opt.help} (ini twin of {opt.flag})",
+                      type="string", default=None)
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    """Resolve the settings once; a bad value becomes a UsageError."""
+
+    def lookup(key: str) -> str | None:
+        value = config.getoption(f"inferaccept_{key}")
+        if value is None:
+            ini = config.getini(f"inferaccept_{key}")
+            value = ini if ini else None
+        return None if value is None else str(value)
+
+    try:
+        return resolve(lookup)
+    except SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None

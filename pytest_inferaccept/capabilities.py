@@ -1,0 +1,56 @@
+"""The capability vocabulary: what a team can require of a server, and what a probe saw."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+CAPABILITIES: dict[str, str] = {
+    "chat": "POST /v1/chat/completions answers a plain chat request",
+    "stream": "chat completions stream as server-sent events (stream=true)",
+    "stream_usage": "stream_options.include_usage yields a final usage chunk",
+    "completions": "legacy POST /v1/completions",
+    "embeddings": "POST /v1/embeddings (on --embedding-url when given)",
+    "tools": "tool calling with tool_choice auto",
+    "tool_choice_required": "tool_choice='required' forces a tool call",
+    "tool_choice_named": "tool_choice naming one function forces that call",
+    "parallel_tool_calls": "several tool calls in one assistant turn",
+    "json_object": "response_format {type: json_object}",
+    "json_schema": "response_format {type: json_schema} with a schema",
+    "logprobs": "logprobs / top_logprobs on chat completions",
+    "n": "n > 1 choices in one request",
+    "seed": "a fixed seed gives reproducible sampling",
+    "metrics": "GET /metrics in Prometheus text format",
+    "auth": "an API key is enforced (needs --api-key)",
+}
+"""Every capability name the plugin knows, with what it means."""
+
+DEFAULT_REQUIRED: tuple[str, ...] = ("chat",)
+"""Capabilities required when --capabilities is not given."""
+
+ProbeStatus = Literal["supported", "unsupported", "broken"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeResult:
+    """What one minimal probe request showed about a capability."""
+
+    capability: str
+    status: ProbeStatus
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        """Return a JSON-serialisable form."""
+        return {"capability": self.capability, "status": self.status, "detail": self.detail}
+
+
+def parse_capability_list(text: str) -> tuple[str, ...]:
+    """Parse a comma/space separated capability list; raise ValueError naming allowed values."""
+    names = [part.strip() for part in text.replace(",", " ").split() if part.strip()]
+    unknown = [name for name in names if name not in CAPABILITIES]
+    if unknown:
+        raise ValueError(
+            f"unknown capabilit{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+            f"allowed: {', '.join(CAPABILITIES)}"
+        )
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,411 @@
+"""The fake OpenAI-compatible server as an aiohttp application."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import math
+import os
+import struct
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from pytest_inferaccept.fake import generation, textgen, validation
+from pytest_inferaccept.fake.config import FakeConfig
+from pytest_inferaccept.fake.metrics import MetricsState
+from pytest_inferaccept.fake.validation import ApiError
+
+
+class State:
+    """Mutable server state shared by the handlers."""
+
+    def __init__(self, config: FakeConfig) -> None:
+        self.config = config
+        self.metrics = MetricsState()
+        self.slots = asyncio.Semaphore(config.slots) if config.slots else None
+        self.completions = 0
+        self.started = int(time.time())
+
+
+STATE_KEY = web.AppKey("state", State)
+
+
+def _error(err: ApiError) -> web.Response:
+    return web.json_response(err.body(), status=err.status)
+
+
+def _state(request: web.Request) -> State:
+    return request.app[STATE_KEY]
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "The request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object")
+    return body
+
+
+@web.middleware
+async def _middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    state = _state(request)
+    key = state.config.api_key
+    if key and request.path.startswith("/v1/") and request.headers.get("Authorization") != f"Bearer {key}":
+        return _error(ApiError(401, "Invalid or missing API key", type="authentication_error",
+                               code="invalid_api_key"))
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except ApiError as err:
+        return _error(err)
+
+
+async def health(request: web.Request) -> web.Response:
+    """GET /health."""
+    faults = _state(request).config.faults
+    if "health_down" in faults:
+        return web.json_response({"status": "unavailable"}, status=503)
+    return web.json_response({"status": "ok"})
+
+
+async def version(request: web.Request) -> web.Response:
+    """GET /version."""
+    return web.json_response({"version": _state(request).config.version})
+
+
+async def models(request: web.Request) -> web.Response:
+    """GET /v1/models."""
+    state = _state(request)
+    cfg = state.config
+    ids = [cfg.model, cfg.embedding_model]
+    if "models_missing_served" in cfg.faults:
+        ids = ["some-other-model"]
+    data = [{"id": i, "object": "model", "created": state.started, "owned_by": "fake"} for i in ids]
+    return web.json_response({"object": "list", "data": data})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """GET /metrics in Prometheus text format."""
+    state = _state(request)
+    faults = state.config.faults
+    if "metrics_missing" in faults:
+        return web.Response(status=404, text="not found")
+    if "metrics_invalid" in faults:
+        return web.Response(text="vllm:num_requests_running{ 1 oops\n# TYPE\n",
+                            content_type="text/plain")
+    text = state.metrics.render(state.config.model, reset="metrics_counter_reset" in faults)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+def _served(cfg: FakeConfig) -> tuple[str, ...]:
+    return (cfg.model,)
+
+
+def _response_model(cfg: FakeConfig) -> str:
+    return "gpt-3.5-turbo" if "wrong_model_field" in cfg.faults else cfg.model
+
+
+async def _hang_if_asked(state: State) -> None:
+    faults = state.config.faults
+    if "hang_completions" in faults or "health_lies" in faults:
+        await asyncio.sleep(3600)
+
+
+def _count_completion(state: State) -> None:
+    state.completions += 1
+    limit = state.config.exit_after
+    if limit is not None and state.completions >= limit:
+        asyncio.get_running_loop().call_later(0.05, os._exit, 3)
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.Choice], int]:
+    cfg = state.config
+    faults = cfg.faults
+    if body.get("tools"):
+        if "no_tools" in faults:
+            raise ApiError(400, "tools are not supported by this server", param="tools")
+        if "tools_500" in faults:
+            raise ApiError(500, "internal error while rendering tools", type="server_error")
+    messages = body["messages"]
+    prompt = textgen.prompt_text(messages)
+    prompt_tokens = textgen.count_tokens(prompt) + 3 * len(messages)
+    limit = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+    if prompt_tokens + limit > cfg.context_window:
+        raise ApiError(400, f"This model's maximum context length is {cfg.context_window} tokens; "
+                       f"the request asks for {prompt_tokens} prompt + {limit} completion tokens",
+                       param="messages", code="context_length_exceeded")
+    n = int(body.get("n") or 1)
+    if "ignore_n" in faults:
+        n = 1
+    fmt = body.get("response_format") or {}
+    schema = None
+    if fmt.get("type") == "json_schema":
+        schema = fmt["json_schema"].get("schema") or {}
+    last_user = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    has_tool_result = messages[-1].get("role") == "tool"
+    choices = []
+    for index in range(n):
+        calls = [] if has_tool_result else generation.tool_calls_for(body, last_user, prompt)
+        if calls:
+            choice = generation.Choice(index=index, finish_reason="tool_calls", tool_calls=calls,
+                                       completion_tokens=sum(
+                                           textgen.count_tokens(c["function"]["arguments"]) + 2
+                                           for c in calls))
+        else:
+            choice = generation.generate_text(prompt, body, index, cfg.max_natural_tokens,
+                                              json_schema=schema,
+                                              json_mode=fmt.get("type") == "json_object")
+        choices.append(choice)
+    return choices, prompt_tokens
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    """POST /v1/chat/completions."""
+    state = _state(request)
+    cfg = state.config
+    body = await _json_body(request)
+    validation.check_chat(body, _served(cfg))
+    if "chat_500" in cfg.faults:
+        raise ApiError(500, "internal server error", type="server_error")
+    await _hang_if_asked(state)
+    choices, prompt_tokens = _plan_chat(state, body)
+    _count_completion(state)
+    want_logprobs = bool(body.get("logprobs")) and "no_logprobs" not in cfg.faults
+    top = int(body.get("top_logprobs") or 0)
+    cid = f"chatcmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+    completion_tokens = sum(c.completion_tokens for c in choices)
+    async with _slot(state):
+        state.metrics.request_started()
+        start = time.monotonic()
+        if body.get("stream"):
+            return await _stream_chat(request, state, body, choices, prompt_tokens, cid, created,
+                                      want_logprobs, top, start)
+        longest = max((len(c.pieces) for c in choices), default=0)
+        await _sleep_generation(cfg, longest)
+        out_choices = []
+        for c in choices:
+            message: dict[str, Any] = {"role": "assistant",
+                                       "content": None if c.tool_calls else c.text}
+            if c.tool_calls:
+                message["tool_calls"] = c.tool_calls
+            out_choices.append({
+                "index": c.index, "message": message, "finish_reason": c.finish_reason,
+                "logprobs": generation.logprobs_for(c, top) if want_logprobs else None,
+            })
+        state.metrics.request_finished(prompt_tokens, completion_tokens,
+                                       ttft=cfg.ttft, e2e=time.monotonic() - start)
+        return web.json_response({
+            "id": cid, "object": "chat.completion", "created": created,
+            "model": _response_model(cfg), "choices": out_choices,
+            "usage": _usage(prompt_tokens, completion_tokens),
+        })
+
+
+class _slot:
+    """Hold one generation slot (or none when slots are unlimited)."""
+
+    def __init__(self, state: State) -> None:
+        self.sem = state.slots
+
+    async def __aenter__(self) -> None:
+        if self.sem is not None:
+            await self.sem.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.sem is not None:
+            self.sem.release()
+
+
+async def _sleep_generation(cfg: FakeConfig, tokens: int) -> None:
+    delay = cfg.ttft + cfg.itl * max(tokens - 1, 0)
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def _send(resp: web.StreamResponse, payload: Mapping[str, Any] | str) -> None:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    await resp.write(f"data: {data}\n\n".encode())
+
+
+async def _stream_chat(request: web.Request, state: State, body: Mapping[str, Any],
+                       choices: list[generation.Choice], prompt_tokens: int, cid: str,
+                       created: int, want_logprobs: bool, top: int, start: float) -> web.StreamResponse:
+    cfg = state.config
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    model = _response_model(cfg)
+    opts = body.get("stream_options") or {}
+    include_usage = bool(opts.get("include_usage"))
+
+    def chunk(choice_list: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created,
+                               "model": model, "choices": choice_list}
+        if include_usage:
+            out["usage"] = None
+        return out
+
+    for c in choices:
+        await _send(resp, chunk([{"index": c.index, "delta": {"role": "assistant", "content": ""},
+                                  "logprobs": None, "finish_reason": None}]))
+    if "stream_stall" in cfg.faults:
+        await asyncio.sleep(3600)
+    first = True
+    steps = max((len(c.pieces) if not c.tool_calls else 2) for c in choices)
+    for step in range(steps):
+        await asyncio.sleep(cfg.ttft if first else cfg.itl)
+        first = False
+        for c in choices:
+            delta = _stream_delta(c, step)
+            if delta is None:
+                continue
+            entry: dict[str, Any] = {"index": c.index, "delta": delta, "logprobs": None,
+                                     "finish_reason": None}
+            if want_logprobs and not c.tool_calls:
+                lp = generation.logprobs_for(c, top)
+                entry["logprobs"] = {"content": [lp["content"][step]], "refusal": None}
+            await _send(resp, chunk([entry]))
+    for c in choices:
+        await _send(resp, chunk([{"index": c.index, "delta": {}, "logprobs": None,
+                                  "finish_reason": c.finish_reason}]))
+    completion_tokens = sum(c.completion_tokens for c in choices)
+    if include_usage:
+        final = chunk([])
+        final["usage"] = _usage(prompt_tokens, completion_tokens)
+        await _send(resp, final)
+    await _send(resp, "[DONE]")
+    state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=cfg.ttft,
+                                   e2e=time.monotonic() - start)
+    await resp.write_eof()
+    return resp
+
+
+def _stream_delta(c: generation.Choice, step: int) -> dict[str, Any] | None:
+    if c.tool_calls:
+        if step == 0:
+            return {"tool_calls": [
+                {"index": i, "id": call["id"], "type": "function",
+                 "function": {"name": call["function"]["name"], "arguments": ""}}
+                for i, call in enumerate(c.tool_calls)]}
+        if step == 1:
+            return {"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}
+                                   for i, call in enumerate(c.tool_calls)]}
+        return None
+    if step >= len(c.pieces):
+        return None
+    return {"content": c.pieces[step]}
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    """POST /v1/completions (legacy)."""
+    state = _state(request)
+    cfg = state.config
+    if "no_completions" in cfg.faults:
+        return web.Response(status=404, text="Not Found")
+    body = await _json_body(request)
+    prompt = body.get("prompt")
+    if not isinstance(prompt, (str, list)) or prompt in ("", []):
+        raise ApiError(400, "'prompt' must be a non-empty string or array", param="prompt")
+    validation.check_common(body, _served(cfg))
+    await _hang_if_asked(state)
+    _count_completion(state)
+    text_prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
+    prompt_tokens = textgen.count_tokens(text_prompt)
+    choices = [generation.generate_text(text_prompt, body, i, cfg.max_natural_tokens)
+               for i in range(int(body.get("n") or 1))]
+    cid = f"cmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+    completion_tokens = sum(c.completion_tokens for c in choices)
+    async with _slot(state):
+        if body.get("stream"):
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            for step in range(max(len(c.pieces) for c in choices)):
+                await asyncio.sleep(cfg.ttft if step == 0 else cfg.itl)
+                for c in choices:
+                    if step < len(c.pieces):
+                        await _send(resp, {"id": cid, "object": "text_completion",
+                                           "created": created, "model": _response_model(cfg),
+                                           "choices": [{"index": c.index, "text": c.pieces[step],
+                                                        "logprobs": None, "finish_reason": None}]})
+            for c in choices:
+                await _send(resp, {"id": cid, "object": "text_completion", "created": created,
+                                   "model": _response_model(cfg),
+                                   "choices": [{"index": c.index, "text": "", "logprobs": None,
+                                                "finish_reason": c.finish_reason}]})
+            await _send(resp, "[DONE]")
+            await resp.write_eof()
+            return resp
+        await _sleep_generation(cfg, max(len(c.pieces) for c in choices))
+        return web.json_response({
+            "id": cid, "object": "text_completion", "created": created,
+            "model": _response_model(cfg),
+            "choices": [{"index": c.index, "text": c.text, "logprobs": None,
+                         "finish_reason": c.finish_reason} for c in choices],
+            "usage": _usage(prompt_tokens, completion_tokens),
+        })
+
+
+def embed(text: str, dim: int) -> list[float]:
+    """A deterministic unit vector for a text."""
+    raw = hashlib.sha256(text.encode()).digest()
+    while len(raw) < dim:
+        raw += hashlib.sha256(raw).digest()
+    vec = [(b - 127.5) / 127.5 for b in raw[:dim]]
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+async def embeddings(request: web.Request) -> web.Response:
+    """POST /v1/embeddings."""
+    state = _state(request)
+    cfg = state.config
+    if "no_embeddings" in cfg.faults:
+        return web.Response(status=404, text="Not Found")
+    body = await _json_body(request)
+    inputs = validation.check_embeddings(body, (cfg.embedding_model,))
+    dims = body.get("dimensions")
+    if dims is not None and dims > cfg.embedding_dim:
+        raise ApiError(400, f"'dimensions' must be <= {cfg.embedding_dim}", param="dimensions")
+    dim = dims or cfg.embedding_dim
+    data = []
+    for i, text in enumerate(inputs):
+        vec = embed(text, cfg.embedding_dim)[:dim]
+        norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+        vec = [v / norm for v in vec]
+        value: Any = vec
+        if body.get("encoding_format") == "base64":
+            value = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": value})
+    tokens = sum(textgen.count_tokens(t) for t in inputs)
+    return web.json_response({"object": "list", "data": data, "model": cfg.embedding_model,
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+
+def make_app(config: FakeConfig) -> web.Application:
+    """Build the aiohttp application for one fake server."""
+    app = web.Application(middlewares=[_middleware], client_max_size=64 * 1024 * 1024)
+    app[STATE_KEY] = State(config)
+    app.router.add_get("/health", health)
+    app.router.add_get("/version", version)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/embeddings", embeddings)
+    return app

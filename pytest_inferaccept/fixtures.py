@@ -1,0 +1,112 @@
+"""Fixtures for acceptance tests: the server under test, its clients, model names, evidence."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.keys import EVIDENCE_KEY, SESSION_KEY
+from pytest_inferaccept.server import ServerUnderTest
+
+if TYPE_CHECKING:
+    import httpx
+    import openai
+
+
+def _evidence(node: pytest.Item) -> Evidence:
+    return node.stash.setdefault(EVIDENCE_KEY, Evidence())
+
+
+@pytest.fixture(scope="session")
+def inferaccept_server(request: pytest.FixtureRequest) -> ServerUnderTest:
+    """The server under test: base URL, model, capabilities, version info, log path."""
+    server: ServerUnderTest = request.config.stash[SESSION_KEY].server()
+    return server
+
+
+@pytest.fixture(scope="session")
+def model(inferaccept_server: ServerUnderTest) -> str:
+    """Name of the chat model under test (--model, or the first of /v1/models)."""
+    return inferaccept_server.model
+
+
+@pytest.fixture(scope="session")
+def embedding_model(inferaccept_server: ServerUnderTest) -> str:
+    """Name of the embedding model (--embedding-model, or discovered); skips when none is known."""
+    if not inferaccept_server.embedding_model:
+        pytest.skip("unsupported: no embedding model known (give --embedding-model)")
+    return inferaccept_server.embedding_model
+
+
+@pytest.fixture
+def inferaccept_evidence(request: pytest.FixtureRequest) -> Evidence:
+    """Recorder for this test's evidence (notes, warnings, measured values) shown in reports."""
+    return _evidence(request.node)
+
+
+def _client(request: pytest.FixtureRequest, base_url: str) -> httpx.Client:
+    from pytest_inferaccept.http import make_client
+
+    settings = request.config.stash[SESSION_KEY].settings
+    node = request.node
+    return make_client(base_url, api_key=settings.api_key,
+                       request_timeout=settings.request_timeout,
+                       connect_timeout=settings.connect_timeout,
+                       evidence=lambda: _evidence(node))
+
+
+@pytest.fixture
+def http_client(request: pytest.FixtureRequest,
+                inferaccept_server: ServerUnderTest) -> Iterator[httpx.Client]:
+    """An httpx client on the server root for raw protocol probes; exchanges become evidence."""
+    with _client(request, inferaccept_server.base_url) as client:
+        yield client
+
+
+@pytest.fixture
+def embedding_http_client(request: pytest.FixtureRequest,
+                          inferaccept_server: ServerUnderTest) -> Iterator[httpx.Client]:
+    """An httpx client on the embedding endpoint's root (--embedding-url or the server)."""
+    with _client(request, inferaccept_server.embedding_url) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def openai_client(request: pytest.FixtureRequest,
+                  inferaccept_server: ServerUnderTest) -> Iterator[openai.OpenAI]:
+    """The official OpenAI SDK client configured for the server (no retries, plugin timeouts)."""
+    import openai
+
+    s = request.config.stash[SESSION_KEY].settings
+    client = openai.OpenAI(base_url=inferaccept_server.api_base, api_key=s.api_key or "none",
+                           timeout=openai.Timeout(s.request_timeout, connect=s.connect_timeout),
+                           max_retries=0)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def async_openai_client(request: pytest.FixtureRequest,
+                              inferaccept_server: ServerUnderTest) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The official async OpenAI SDK client configured for the server (needs an async runner)."""
+    import openai
+
+    s = request.config.stash[SESSION_KEY].settings
+    client = openai.AsyncOpenAI(base_url=inferaccept_server.api_base,
+                                api_key=s.api_key or "none",
+                                timeout=openai.Timeout(s.request_timeout,
+                                                       connect=s.connect_timeout),
+                                max_retries=0)
+    yield client
+    await client.close()
+
+
+SERVER_FIXTURES: frozenset[str] = frozenset({
+    "inferaccept_server", "model", "embedding_model", "http_client", "embedding_http_client",
+    "openai_client", "async_openai_client",
+})
+"""Fixtures that need the server; a test using one is an acceptance test."""
+ACCEPTANCE_FIXTURES: frozenset[str] = SERVER_FIXTURES | {"inferaccept_evidence"}

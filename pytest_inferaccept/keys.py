@@ -1,0 +1,15 @@
+"""Stash keys: where the plugin keeps its state on config and items."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.markers import CapabilitySpec, SloSpec
+from pytest_inferaccept.session import AcceptanceSession
+
+SESSION_KEY = pytest.StashKey[AcceptanceSession]()
+EVIDENCE_KEY = pytest.StashKey[Evidence]()
+CAPABILITY_KEY = pytest.StashKey[CapabilitySpec]()
+SLO_KEY = pytest.StashKey["SloSpec | None"]()
+ACCEPTANCE_KEY = pytest.StashKey[bool]()

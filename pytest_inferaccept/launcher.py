@@ -1,0 +1,131 @@
+"""Launch a server command, wait until it is ready, keep its log, and stop it (no pytest here)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+READY_PATHS: tuple[str, ...] = ("/health", "/v1/models")
+
+
+class LaunchError(RuntimeError):
+    """The server command exited, or never became ready; the message says which and shows its log."""
+
+
+def free_port() -> int:
+    """Return a loopback TCP port that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def probe_ready(base_url: str, paths: Sequence[str] = READY_PATHS, timeout: float = 2.0) -> str | None:
+    """Return None when ready, else what was seen; the first path that is not a 404 decides."""
+    seen = "no answer"
+    for path in paths:
+        try:
+            with urllib.request.urlopen(base_url + path, timeout=timeout) as resp:
+                if 200 <= resp.status < 300:
+                    return None
+                seen = f"{path} answered {resp.status}"
+        except urllib.error.HTTPError as exc:
+            seen = f"{path} answered {exc.code}"
+            if exc.code == 404:
+                continue
+            return seen
+        except (OSError, ValueError) as exc:
+            return f"{path}: {exc}"
+    return seen
+
+
+class ServerProcess:
+    """One launched server process (its whole process group), with its log file."""
+
+    def __init__(self, command: str | Sequence[str], *, log_path: Path,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.command = command if isinstance(command, str) else shlex.join(command)
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")  # noqa: SIM115 - kept open for the life of the process
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        argv: Sequence[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else command
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            list(argv), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=full_env, start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        """PID of the launched process (leader of its process group)."""
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status, or None while it runs."""
+        return self.proc.poll()
+
+    def tail(self, lines: int = 20) -> str:
+        """Return the last lines of the server's log."""
+        self._log.flush()
+        try:
+            data = self.log_path.read_bytes()[-16384:]
+        except OSError:
+            return ""
+        return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+    def death_message(self) -> str:
+        """Describe how the process ended, with the end of its log."""
+        code = self.returncode
+        how = f"exit code {code}" if code is None or code >= 0 else f"killed by signal {-code}"
+        return (f"server command exited ({how}) after {time.monotonic() - self.started_at:.1f}s: "
+                f"{self.command}\n--- last log lines ({self.log_path}) ---\n{self.tail()}")
+
+    def wait_ready(self, base_url: str, *, timeout: float,
+                   paths: Sequence[str] = READY_PATHS) -> float:
+        """Poll until the server answers ready; return seconds taken or raise LaunchError."""
+        deadline = time.monotonic() + timeout
+        seen = "nothing yet"
+        while True:
+            if self.returncode is not None:
+                raise LaunchError(self.death_message())
+            seen = probe_ready(base_url, paths) or ""
+            if not seen:
+                return time.monotonic() - self.started_at
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise LaunchError(
+                    f"server not ready after {timeout:.0f}s at {base_url} (last seen: {seen}); "
+                    f"stopped it: {self.command}\n--- last log lines ({self.log_path}) ---\n"
+                    f"{self.tail()}"
+                )
+            time.sleep(0.2)
+
+    def stop(self, grace: float = 10.0) -> int | None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after `grace` seconds."""
+        if self.proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait(5)
+        # children that outlived the leader in its group
+        self._signal(signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            self._log.close()
+        return self.proc.returncode
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)

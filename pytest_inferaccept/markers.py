@@ -1,0 +1,161 @@
+"""The `slo` and `capability` markers, parsed into frozen typed objects."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pytest_inferaccept.capabilities import CAPABILITIES
+
+LATENCY_METRICS: tuple[str, ...] = ("ttft", "itl", "tpot", "e2e")
+PERCENTILES: tuple[str, ...] = ("50", "75", "90", "95", "99", "999")
+_LATENCY_KEY = re.compile(r"^(ttft|itl|tpot|e2e)_(p(?:50|75|90|95|99|999)|mean|max)$")
+
+RATE_KEYS: dict[str, str] = {
+    "error_rate": "maximum fraction of failed requests, 0..1",
+    "throughput_min": "minimum output tokens per second over the whole window",
+    "request_rate_min": "minimum completed requests per second",
+    "goodput_min": "minimum fraction of requests meeting every latency limit, 0..1",
+}
+COUNT_KEYS: dict[str, str] = {
+    "min_samples": "fewest measured requests that may support a verdict (default: per percentile)",
+}
+
+SLO_SIGNATURE = (
+    "slo(*, ttft_p95=None, itl_p99=None, tpot_p95=None, e2e_p99=None, ..., error_rate=None, "
+    "throughput_min=None, request_rate_min=None, goodput_min=None, min_samples=None): "
+    "SLO limits for the load this test runs. Latency keys are <metric>_<stat> with metric in "
+    "ttft, itl, tpot, e2e and stat in p50, p75, p90, p95, p99, p999, mean, max (seconds)."
+)
+CAPABILITY_SIGNATURE = (
+    "capability(*names): the test needs these server capabilities ("
+    + ", ".join(CAPABILITIES)
+    + "). Required ones (--capabilities) must pass; others are probed once and the test is "
+    "skipped as 'unsupported: ...' when the server lacks them."
+)
+
+
+class MarkerError(ValueError):
+    """A marker used with arguments the plugin does not accept."""
+
+
+def allowed_slo_keys() -> list[str]:
+    """Every key the slo marker accepts."""
+    latency = [f"{m}_p{p}" for m in LATENCY_METRICS for p in PERCENTILES]
+    latency += [f"{m}_{s}" for m in LATENCY_METRICS for s in ("mean", "max")]
+    return latency + list(RATE_KEYS) + list(COUNT_KEYS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LatencyLimit:
+    """One latency limit: a statistic of a metric must not exceed `limit` seconds."""
+
+    metric: str
+    stat: str
+    limit: float
+
+    @property
+    def key(self) -> str:
+        """The marker key this limit came from, e.g. ttft_p95."""
+        return f"{self.metric}_{self.stat}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SloSpec:
+    """Validated SLO limits from one `slo` marker."""
+
+    latency: tuple[LatencyLimit, ...] = ()
+    error_rate: float | None = None
+    throughput_min: float | None = None
+    request_rate_min: float | None = None
+    goodput_min: float | None = None
+    min_samples: int | None = None
+
+    def to_json(self) -> dict[str, float | int]:
+        """Return the limits as a flat JSON-ready mapping of marker keys."""
+        out: dict[str, float | int] = {lim.key: lim.limit for lim in self.latency}
+        for key in (*RATE_KEYS, *COUNT_KEYS):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def parse_slo(args: Sequence[object], kwargs: Mapping[str, object]) -> SloSpec:
+    """Validate an slo marker's arguments; reject positional args and unknown keys."""
+    if args:
+        raise MarkerError("slo takes keyword arguments only, e.g. @pytest.mark.slo(ttft_p95=0.5)")
+    if not kwargs:
+        raise MarkerError("slo needs at least one limit, e.g. @pytest.mark.slo(ttft_p95=0.5)")
+    unknown = sorted(k for k in kwargs if not _LATENCY_KEY.match(k) and k not in RATE_KEYS
+                     and k not in COUNT_KEYS)
+    if unknown:
+        raise MarkerError(
+            f"slo got unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed_slo_keys())}"
+        )
+    latency: list[LatencyLimit] = []
+    values: dict[str, float | int | None] = {}
+    for key, raw in kwargs.items():
+        if raw is None:
+            continue
+        if key == "min_samples":
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+                raise MarkerError(f"slo min_samples must be a positive integer, got {raw!r}")
+            values[key] = raw
+            continue
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+            raise MarkerError(f"slo {key} must be a finite number, got {raw!r}")
+        value = float(raw)
+        if value <= 0 and key != "error_rate":
+            raise MarkerError(f"slo {key} must be > 0, got {raw!r}")
+        if key in ("error_rate", "goodput_min") and not 0 <= value <= 1:
+            raise MarkerError(f"slo {key} is a fraction in 0..1, got {raw!r}")
+        match = _LATENCY_KEY.match(key)
+        if match:
+            latency.append(LatencyLimit(metric=match.group(1), stat=match.group(2), limit=value))
+        else:
+            values[key] = value
+    return SloSpec(
+        latency=tuple(latency),
+        error_rate=_as_float(values.get("error_rate")),
+        throughput_min=_as_float(values.get("throughput_min")),
+        request_rate_min=_as_float(values.get("request_rate_min")),
+        goodput_min=_as_float(values.get("goodput_min")),
+        min_samples=_as_int(values.get("min_samples")),
+    )
+
+
+def _as_float(value: float | int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _as_int(value: float | int | None) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapabilitySpec:
+    """The capabilities a test needs, from every `capability` marker on it."""
+
+    names: tuple[str, ...]
+
+
+def parse_capabilities(marks: Sequence[tuple[Sequence[object], Mapping[str, object]]]) -> CapabilitySpec:
+    """Merge the (args, kwargs) of every capability marker; reject unknown names and keywords."""
+    names: list[str] = []
+    for args, kwargs in marks:
+        if kwargs:
+            raise MarkerError(
+                f"capability takes capability names only, got keyword(s) {', '.join(kwargs)}"
+            )
+        if not args:
+            raise MarkerError("capability needs at least one name, e.g. capability('tools')")
+        for arg in args:
+            if not isinstance(arg, str) or arg not in CAPABILITIES:
+                raise MarkerError(
+                    f"capability {arg!r} is unknown; allowed: {', '.join(CAPABILITIES)}"
+                )
+            names.append(arg)
+    return CapabilitySpec(names=tuple(dict.fromkeys(names)))

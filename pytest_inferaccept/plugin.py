@@ -1,0 +1,201 @@
+"""pytest hooks of pytest-inferaccept: each hands off to plain code in the package."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_inferaccept import _options
+from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.fixtures import (  # noqa: F401 - registers the fixtures
+    ACCEPTANCE_FIXTURES,
+    SERVER_FIXTURES,
+    async_openai_client,
+    embedding_http_client,
+    embedding_model,
+    http_client,
+    inferaccept_evidence,
+    inferaccept_server,
+    model,
+    openai_client,
+)
+from pytest_inferaccept.keys import (
+    ACCEPTANCE_KEY,
+    CAPABILITY_KEY,
+    EVIDENCE_KEY,
+    SESSION_KEY,
+    SLO_KEY,
+)
+from pytest_inferaccept.markers import (
+    CAPABILITY_SIGNATURE,
+    SLO_SIGNATURE,
+    MarkerError,
+    parse_capabilities,
+    parse_slo,
+)
+from pytest_inferaccept.server import ServerUnavailable
+from pytest_inferaccept.session import AcceptanceSession
+from pytest_inferaccept.verdict import EXIT_CODES, Verdict
+
+_VERDICT_KEY = pytest.StashKey[Verdict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the inferaccept options and ini twins."""
+    _options.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register markers and resolve the settings once."""
+    config.addinivalue_line("markers", SLO_SIGNATURE)
+    config.addinivalue_line("markers", CAPABILITY_SIGNATURE)
+    settings = _options.settings_from_config(config)
+    log_dir = Path(tempfile.gettempdir()) / "pytest-inferaccept"
+
+    def log(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+
+    config.stash[SESSION_KEY] = AcceptanceSession(settings, log_dir, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop any server the run launched, whatever happened."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Parse each test's markers once; a bad marker stops the run with a usage error."""
+    for item in items:
+        try:
+            caps = parse_capabilities([(m.args, m.kwargs) for m in item.iter_markers("capability")])
+            slo_marks = list(item.iter_markers("slo"))
+            slo = parse_slo(slo_marks[0].args, slo_marks[0].kwargs) if slo_marks else None
+        except MarkerError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        item.stash[CAPABILITY_KEY] = caps
+        item.stash[SLO_KEY] = slo
+        fixtures = set(getattr(item, "fixturenames", ()))
+        item.stash[ACCEPTANCE_KEY] = bool(caps.names or slo or fixtures & ACCEPTANCE_FIXTURES)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Reach the server, stop on an unusable one, and gate the test on its capabilities."""
+    if not item.stash.get(ACCEPTANCE_KEY, False):
+        return
+    session = item.config.stash[SESSION_KEY]
+    item.stash[EVIDENCE_KEY] = Evidence(secrets=(session.settings.api_key or "",))
+    caps = item.stash[CAPABILITY_KEY]
+    if not (caps.names or set(getattr(item, "fixturenames", ())) & SERVER_FIXTURES):
+        return
+    try:
+        session.server()
+    except ServerUnavailable as exc:
+        pytest.exit(f"inferaccept: {exc}", returncode=EXIT_CODES["INVALID"])
+    dead = session.check_alive()
+    if dead:
+        pytest.fail(dead, pytrace=False)
+    for name in caps.names:
+        if session.is_required(name):
+            continue
+        probe = session.probe(name)
+        if probe.status != "supported":
+            pytest.skip(f"{probe.status}: {name}: {probe.detail}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, pytest.TestReport]:
+    """Attach the test's inferaccept data to its report, so it survives xdist and junitxml."""
+    report: pytest.TestReport = yield
+    if not item.stash.get(ACCEPTANCE_KEY, False):
+        return report
+    decisive = report.when == "call" or report.outcome != "passed"
+    if decisive:
+        evidence = item.stash.get(EVIDENCE_KEY, None)
+        slo = item.stash.get(SLO_KEY, None)
+        payload: dict[str, Any] = {
+            "capabilities": list(item.stash[CAPABILITY_KEY].names),
+            "slo": slo.to_json() if slo else None,
+            "evidence": evidence.to_json() if evidence else {},
+        }
+        if call.excinfo is not None and report.outcome == "failed":
+            payload["message"] = call.excinfo.exconly()[:2000]
+        report.user_properties.append(("inferaccept", payload))
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect outcomes (in the main process, also under xdist)."""
+    payloads = [v for k, v in report.user_properties if k == "inferaccept"]
+    if not payloads:
+        return
+    config = getattr(report, "config", None) or _CONFIG.get("config")
+    if config is None:
+        return
+    payload = dict(payloads[-1]) if isinstance(payloads[-1], dict) else {}
+    outcome: str = report.outcome
+    if hasattr(report, "wasxfail"):
+        outcome = "xfailed" if report.skipped else "xpassed"
+    message = str(payload.pop("message", "") or "")
+    if report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2]).removeprefix("Skipped: ")
+    if not message and report.failed:
+        message = report.longreprtext.strip().splitlines()[-1] if report.longreprtext else ""
+    config.stash[SESSION_KEY].record(report.nodeid, report.when, outcome, payload, message,
+                                     report.duration)
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Remember the config for report hooks that do not receive it."""
+    _CONFIG["config"] = session.config
+
+
+def _active(config: pytest.Config) -> bool:
+    session = config.stash[SESSION_KEY]
+    return session.settings.targets_server or bool(session.outcomes)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Decide the verdict, write the results, set the exit status, stop launched servers."""
+    config = session.config
+    state = config.stash[SESSION_KEY]
+    state.stop()
+    if not _active(config) or hasattr(config, "workerinput"):
+        return
+    from pytest_inferaccept import results
+    from pytest_inferaccept.session import _now
+
+    state.finished_at = _now()
+    verdict = state.verdict()
+    config.stash[_VERDICT_KEY] = verdict
+    path = state.settings.json_path
+    if path is not None:
+        results.write(path, results.build(state, verdict))
+    if int(exitstatus) in (0, 1, 5, EXIT_CODES["INVALID"]):
+        session.exitstatus = verdict.exit_code
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Print the capability matrix and the verdict."""
+    verdict = config.stash.get(_VERDICT_KEY, None)
+    if verdict is None:
+        return
+    from pytest_inferaccept.summary import lines
+
+    terminalreporter.section("inferaccept")
+    for text, markup in lines(config.stash[SESSION_KEY], verdict):
+        terminalreporter.write_line(text, **markup)

@@ -1,0 +1,288 @@
+"""One minimal request per capability, classifying the server as supported/unsupported/broken."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pytest_inferaccept.capabilities import ProbeResult, ProbeStatus
+from pytest_inferaccept.evidence import excerpt
+from pytest_inferaccept.server import ServerUnderTest
+
+if TYPE_CHECKING:
+    import httpx
+
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]},
+    },
+}
+TIME_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Get the current local time for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]},
+    },
+}
+Probe = Callable[["httpx.Client", ServerUnderTest], ProbeResult]
+
+
+def _chat(server: ServerUnderTest, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": server.model, "max_tokens": 8, "temperature": 0,
+                            "messages": [{"role": "user", "content": "Say hello."}]}
+    body.update(extra)
+    return body
+
+
+def _result(cap: str, status: ProbeStatus, detail: str) -> ProbeResult:
+    return ProbeResult(capability=cap, status=status, detail=detail)
+
+
+def _classify(cap: str, resp: httpx.Response) -> ProbeResult | None:
+    """Turn a non-2xx answer into unsupported (4xx) or broken (5xx); None for 2xx."""
+    if 200 <= resp.status_code < 300:
+        return None
+    what = f"HTTP {resp.status_code}: {excerpt(resp.text, 200)}"
+    return _result(cap, "broken" if resp.status_code >= 500 else "unsupported", what)
+
+
+def _post(client: httpx.Client, cap: str, url: str, body: dict[str, Any]) -> ProbeResult | httpx.Response:
+    import httpx
+
+    try:
+        resp = client.post(url, json=body)
+    except httpx.HTTPError as exc:
+        return _result(cap, "broken", f"request failed: {type(exc).__name__}: {exc}")
+    return _classify(cap, resp) or resp
+
+
+def _json(resp: httpx.Response) -> dict[str, Any] | None:
+    try:
+        data = resp.json()
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _first_message(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    try:
+        msg = data["choices"][0]["message"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def probe_chat(client: httpx.Client, server: ServerUnderTest, cap: str = "chat",
+               **extra: Any) -> ProbeResult:
+    """A plain chat request (plus `extra` fields) must answer a chat.completion."""
+    got = _post(client, cap, f"{server.api_base}/chat/completions", _chat(server, **extra))
+    if isinstance(got, ProbeResult):
+        return got
+    msg = _first_message(_json(got))
+    if msg is None:
+        return _result(cap, "broken", f"200 without choices[0].message: {excerpt(got.text, 200)}")
+    return _result(cap, "supported", f"HTTP {got.status_code}, message with keys {sorted(msg)}")
+
+
+def probe_stream(client: httpx.Client, server: ServerUnderTest, cap: str = "stream",
+                 **extra: Any) -> ProbeResult:
+    """A streamed chat request must answer text/event-stream with data: events."""
+    import httpx
+
+    body = _chat(server, stream=True, **extra)
+    try:
+        with client.stream("POST", f"{server.api_base}/chat/completions", json=body) as resp:
+            if resp.status_code >= 300:
+                resp.read()
+                bad = _classify(cap, resp)
+                assert bad is not None
+                return bad
+            ctype = resp.headers.get("content-type", "")
+            text = resp.read().decode("utf-8", "replace")
+    except httpx.HTTPError as exc:
+        return _result(cap, "broken", f"stream failed: {type(exc).__name__}: {exc}")
+    events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    if "text/event-stream" not in ctype or not events:
+        return _result(cap, "unsupported",
+                       f"content-type {ctype!r}, {len(events)} data events: {excerpt(text, 200)}")
+    if cap == "stream_usage":
+        chunks = [json.loads(e) for e in events if e != "[DONE]" and e.startswith("{")]
+        if not any(isinstance(c.get("usage"), dict) for c in chunks):
+            return _result(cap, "unsupported", "include_usage asked, no chunk carried usage")
+    return _result(cap, "supported", f"{len(events)} data events, content-type {ctype}")
+
+
+def probe_stream_usage(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """include_usage must add a usage chunk."""
+    return probe_stream(client, server, "stream_usage",
+                        stream_options={"include_usage": True})
+
+
+def probe_completions(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """Legacy completions must answer choices[].text."""
+    body = {"model": server.model, "prompt": "Hello", "max_tokens": 4, "temperature": 0}
+    got = _post(client, "completions", f"{server.api_base}/completions", body)
+    if isinstance(got, ProbeResult):
+        return got
+    data = _json(got)
+    try:
+        text = data["choices"][0]["text"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return _result("completions", "broken", f"200 without choices[0].text: {excerpt(got.text, 200)}")
+    return _result("completions", "supported", f"HTTP 200, text of {len(str(text))} chars")
+
+
+def probe_embeddings(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """An embeddings request must answer a vector."""
+    if not server.embedding_model:
+        return _result("embeddings", "unsupported",
+                       "no embedding model known (give --embedding-model / --embedding-url)")
+    body = {"model": server.embedding_model, "input": "hello", "encoding_format": "float"}
+    got = _post(client, "embeddings", f"{server.embedding_url}/v1/embeddings", body)
+    if isinstance(got, ProbeResult):
+        return got
+    data = _json(got)
+    try:
+        vec = data["data"][0]["embedding"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return _result("embeddings", "broken", f"200 without data[0].embedding: {excerpt(got.text, 200)}")
+    return _result("embeddings", "supported", f"HTTP 200, vector of {len(vec)} dims")
+
+
+def probe_tools(client: httpx.Client, server: ServerUnderTest, cap: str = "tools",
+                choice: Any = "auto", tools: list[dict[str, Any]] | None = None,
+                need_calls: int = 0,
+                prompt: str = "What is the weather in Paris? Use get_weather.") -> ProbeResult:
+    """A request with tools must be accepted; forced choices must produce calls."""
+    body = _chat(server, tools=tools or [WEATHER_TOOL], tool_choice=choice, max_tokens=96,
+                 messages=[{"role": "user", "content": prompt}])
+    got = _post(client, cap, f"{server.api_base}/chat/completions", body)
+    if isinstance(got, ProbeResult):
+        return got
+    msg = _first_message(_json(got))
+    if msg is None:
+        return _result(cap, "broken", f"200 without choices[0].message: {excerpt(got.text, 200)}")
+    calls = msg.get("tool_calls") or []
+    if len(calls) < need_calls:
+        return _result(cap, "unsupported",
+                       f"accepted but returned {len(calls)} tool call(s), {need_calls} needed "
+                       f"(content: {excerpt(str(msg.get('content')), 120)})")
+    return _result(cap, "supported", f"HTTP 200, {len(calls)} tool call(s)")
+
+
+def probe_tool_choice_required(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """tool_choice=required must yield a call."""
+    return probe_tools(client, server, "tool_choice_required", "required", need_calls=1)
+
+
+def probe_tool_choice_named(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """A named tool_choice must yield that call."""
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    return probe_tools(client, server, "tool_choice_named", named, need_calls=1)
+
+
+def probe_parallel_tool_calls(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """parallel_tool_calls must be accepted (the test checks whether several calls come)."""
+    return probe_tools(client, server, "parallel_tool_calls", "auto",
+                       tools=[WEATHER_TOOL, TIME_TOOL],
+                       prompt="Use get_weather and get_time for Paris.")
+
+
+def probe_response_format(client: httpx.Client, server: ServerUnderTest, cap: str) -> ProbeResult:
+    """response_format must be accepted."""
+    fmt: dict[str, Any] = {"type": "json_object"}
+    if cap == "json_schema":
+        fmt = {"type": "json_schema", "json_schema": {
+            "name": "greeting", "strict": True,
+            "schema": {"type": "object", "properties": {"greeting": {"type": "string"}},
+                       "required": ["greeting"], "additionalProperties": False}}}
+    return probe_chat(client, server, cap, response_format=fmt, max_tokens=32,
+                      messages=[{"role": "user", "content": "Answer in JSON."}])
+
+
+def probe_logprobs(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """logprobs=true must return choices[0].logprobs."""
+    got = _post(client, "logprobs", f"{server.api_base}/chat/completions",
+                _chat(server, logprobs=True, top_logprobs=2))
+    if isinstance(got, ProbeResult):
+        return got
+    data = _json(got)
+    try:
+        lp = data["choices"][0]["logprobs"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        lp = None
+    if not lp:
+        return _result("logprobs", "unsupported", "accepted but choices[0].logprobs is null")
+    return _result("logprobs", "supported", "HTTP 200 with logprobs")
+
+
+def probe_n(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """n=2 must return two choices."""
+    got = _post(client, "n", f"{server.api_base}/chat/completions", _chat(server, n=2, temperature=1))
+    if isinstance(got, ProbeResult):
+        return got
+    data = _json(got) or {}
+    count = len(data.get("choices") or [])
+    if count != 2:
+        return _result("n", "broken", f"asked n=2, got {count} choice(s)")
+    return _result("n", "supported", "n=2 gave 2 choices")
+
+
+def probe_seed(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """A seed must be accepted."""
+    return probe_chat(client, server, "seed", seed=1234, temperature=1.0)
+
+
+def probe_metrics(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """GET /metrics must answer text."""
+    import httpx
+
+    try:
+        resp = client.get(f"{server.base_url}/metrics")
+    except httpx.HTTPError as exc:
+        return _result("metrics", "broken", f"request failed: {exc}")
+    bad = _classify("metrics", resp)
+    if bad:
+        return bad
+    return _result("metrics", "supported", f"HTTP 200, {len(resp.text)} chars")
+
+
+def probe_auth(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """Without a key, the server must refuse."""
+    import httpx
+
+    try:
+        resp = httpx.post(f"{server.api_base}/chat/completions", json=_chat(server), timeout=30)
+    except httpx.HTTPError as exc:
+        return _result("auth", "broken", f"request failed: {exc}")
+    if resp.status_code in (401, 403):
+        return _result("auth", "supported", f"no key → {resp.status_code}")
+    return _result("auth", "unsupported", f"no key → {resp.status_code} (key not enforced)")
+
+
+PROBES: dict[str, Probe] = {
+    "chat": probe_chat,
+    "stream": probe_stream,
+    "stream_usage": probe_stream_usage,
+    "completions": probe_completions,
+    "embeddings": probe_embeddings,
+    "tools": probe_tools,
+    "tool_choice_required": probe_tool_choice_required,
+    "tool_choice_named": probe_tool_choice_named,
+    "parallel_tool_calls": probe_parallel_tool_calls,
+    "json_object": lambda c, s: probe_response_format(c, s, "json_object"),
+    "json_schema": lambda c, s: probe_response_format(c, s, "json_schema"),
+    "logprobs": probe_logprobs,
+    "n": probe_n,
+    "seed": probe_seed,
+    "metrics": probe_metrics,
+    "auth": probe_auth,
+}
+"""The probe for every capability in the vocabulary."""

@@ -1,0 +1,47 @@
+"""The machine-readable results document (format: docs/results-json.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+from pathlib import Path
+from typing import Any
+
+from pytest_inferaccept import __version__
+from pytest_inferaccept.session import AcceptanceSession, _now
+from pytest_inferaccept.verdict import Verdict
+
+SCHEMA = "pytest-inferaccept/results/1"
+
+
+def build(session: AcceptanceSession, verdict: Verdict) -> dict[str, Any]:
+    """Assemble the results document from a finished session."""
+    server = session._server
+    return {
+        "schema": SCHEMA,
+        "verdict": verdict.to_json(),
+        "conditions": {
+            "plugin_version": __version__,
+            "python": platform.python_version(),
+            "client_host": socket.gethostname(),
+            "client_platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "started_at": session.started_at,
+            "finished_at": session.finished_at or _now(),
+            "settings": session.settings.describe(),
+        },
+        "server": server.to_json() if server else None,
+        "problems": list(session.problems),
+        "capabilities": session.capability_matrix(),
+        "tests": list(session.outcomes.values()),
+    }
+
+
+def write(path: Path, document: dict[str, Any]) -> None:
+    """Write the document atomically (a half-written file never replaces a good one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

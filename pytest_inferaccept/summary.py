@@ -1,0 +1,38 @@
+"""The terminal summary: server, capability matrix, verdict and its reasons."""
+
+from __future__ import annotations
+
+from pytest_inferaccept.session import AcceptanceSession
+from pytest_inferaccept.verdict import Verdict
+
+MAX_REASONS = 15
+Line = tuple[str, dict[str, bool]]
+
+
+def lines(session: AcceptanceSession, verdict: Verdict) -> list[Line]:
+    """The summary as (text, markup) lines."""
+    out: list[Line] = []
+    server = session._server
+    if server is not None:
+        out.append((f"server: {server.base_url}  model: {server.model}"
+                    + (f"  launched: {server.launched}" if server.launched else ""), {}))
+        if server.log_path:
+            out.append((f"server log: {', '.join(str(p) for p in server.log_paths)}", {}))
+    matrix = session.capability_matrix()
+    if matrix:
+        out.append(("capabilities:", {}))
+        for name, row in matrix.items():
+            req = "required" if row["required"] else "probed"
+            detail = row["probe"]["detail"] if row["probe"] else ""
+            out.append((f"  {name:<22} {row['status']:<14} {req:<9} {detail[:90]}", {}))
+    colour = {"GO": {"green": True}, "NO-GO": {"red": True}, "INVALID": {"yellow": True}}
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(verdict.counts.items()))
+    out.append((f"VERDICT: {verdict.status}" + (f"  ({counts})" if counts else ""),
+                {"bold": True, **colour[verdict.status]}))
+    for reason in verdict.reasons[:MAX_REASONS]:
+        out.append((f"  - {reason.splitlines()[0][:200]}", {}))
+    if len(verdict.reasons) > MAX_REASONS:
+        out.append((f"  … and {len(verdict.reasons) - MAX_REASONS} more", {}))
+    for warning in verdict.warnings[:MAX_REASONS]:
+        out.append((f"  warning: {warning[:200]}", {"yellow": True}))
+    return out

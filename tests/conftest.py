@@ -1,0 +1,66 @@
+"""Shared test helpers: a fake server per test and a runner for the bundled suites."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_inferaccept.fake import FakeServer
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    """A correct fake server on a free loopback port (reconfigure() it to inject faults)."""
+    with FakeServer() as server:
+        yield server
+
+
+@dataclass
+class SuiteRun:
+    """What one inner pytest run of a bundled suite module produced."""
+
+    outcomes: dict[str, str]
+    """Test function name (with parameters) -> passed/failed/skipped/error."""
+    ret: int
+    output: str
+
+    def outcome(self, name: str) -> str:
+        """The outcome of the test whose name (with parameters) is `name`."""
+        if name not in self.outcomes:
+            raise KeyError(f"{name} did not run; ran: {sorted(self.outcomes)}\n{self.output[-3000:]}")
+        return self.outcomes[name]
+
+
+RunSuite = Callable[..., SuiteRun]
+
+
+@pytest.fixture
+def run_suite(pytester: pytest.Pytester) -> RunSuite:
+    """Run bundled suite modules against a fake server with the given faults."""
+
+    def run(modules: str | Sequence[str], *, faults: Sequence[str] = (),
+            args: Sequence[str] = (), select: str | None = None, **config: object) -> SuiteRun:
+        mods = [modules] if isinstance(modules, str) else list(modules)
+        with FakeServer(faults=list(faults), **config) as server:
+            argv = ["-p", "no:cacheprovider", "--server-url", server.url, "--model", server.config.model,
+                    "--embedding-model", server.config.embedding_model, *args]
+            if select:
+                argv += ["-k", select]
+            for mod in mods:
+                argv += ["--pyargs", f"pytest_inferaccept.suites.{mod}"]
+            result = pytester.runpytest_inprocess(*argv)
+        outcomes: dict[str, str] = {}
+        for rep in result.reprec.getreports("pytest_runtest_logreport"):  # type: ignore[attr-defined]
+            name = rep.nodeid.split("::")[-1]
+            if rep.when == "call" or rep.outcome != "passed":
+                if rep.outcome == "failed" and rep.when != "call":
+                    outcomes[name] = "error"
+                elif outcomes.get(name) != "error":
+                    outcomes[name] = rep.outcome
+        return SuiteRun(outcomes=outcomes, ret=int(result.ret), output=str(result.stdout))
+
+    return run
