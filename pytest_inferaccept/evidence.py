@@ -50,7 +50,7 @@ class Exchange:
 class Evidence:
     """Everything one test recorded; secrets are scrubbed before anything is stored."""
 
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = field(default=(), repr=False)
     exchanges: list[Exchange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

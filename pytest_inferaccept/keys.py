@@ -11,5 +11,5 @@ from pytest_inferaccept.session import AcceptanceSession
 SESSION_KEY = pytest.StashKey[AcceptanceSession]()
 EVIDENCE_KEY = pytest.StashKey[Evidence]()
 CAPABILITY_KEY = pytest.StashKey[CapabilitySpec]()
-SLO_KEY = pytest.StashKey["SloSpec | None"]()
+SLO_KEY = pytest.StashKey[SloSpec | None]()
 ACCEPTANCE_KEY = pytest.StashKey[bool]()

@@ -77,7 +77,8 @@ class ServerProcess:
 
     def tail(self, lines: int = 20) -> str:
         """Return the last lines of the server's log."""
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         try:
             data = self.log_path.read_bytes()[-16384:]
         except OSError:
@@ -120,11 +121,29 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self._signal(signal.SIGKILL)
                 self.proc.wait(5)
-        # children that outlived the leader in its group
-        self._signal(signal.SIGKILL)
+        # Children that outlived the leader (sh -c forks the real server) must go too; wait
+        # until the group is empty so that "stopped" means no process is left.
+        deadline = time.monotonic() + grace
+        killed = False
+        while self._group_alive():
+            if time.monotonic() >= deadline:
+                if killed:
+                    break  # only unreaped zombies can remain; nothing more a signal can do
+                self._signal(signal.SIGKILL)
+                killed, deadline = True, time.monotonic() + 5
+            time.sleep(0.05)
         with contextlib.suppress(OSError):
             self._log.close()
         return self.proc.returncode
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
     def _signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -57,8 +57,15 @@ def pytest_configure(config: pytest.Config) -> None:
     log_dir = Path(tempfile.gettempdir()) / "pytest-inferaccept"
 
     def log(line: str) -> None:
+        # Launch progress must reach the user even while pytest captures test output.
         reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        if capman is None:
+            reporter.write_line(line)
+            return
+        with capman.global_and_fixture_disabled():
             reporter.write_line(line)
 
     config.stash[SESSION_KEY] = AcceptanceSession(settings, log_dir, log)
@@ -130,6 +137,10 @@ def pytest_runtest_makereport(
         }
         if call.excinfo is not None and report.outcome == "failed":
             payload["message"] = call.excinfo.exconly()[:2000]
+            dead = item.config.stash[SESSION_KEY].check_alive()
+            if dead:
+                # A connection error is only a symptom; the cause is the server's death.
+                payload["message"] = f"{dead}\n(the test saw: {payload['message'][:500]})"
         report.user_properties.append(("inferaccept", payload))
     return report
 

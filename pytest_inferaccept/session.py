@@ -16,7 +16,7 @@ from pytest_inferaccept.capabilities import CAPABILITIES, ProbeResult
 from pytest_inferaccept.launcher import LaunchError, ServerProcess, free_port
 from pytest_inferaccept.server import ServerUnavailable, ServerUnderTest, list_models, version_info
 from pytest_inferaccept.settings import Settings
-from pytest_inferaccept.verdict import TestOutcome, Verdict, decide
+from pytest_inferaccept.verdict import CheckOutcome, Verdict, decide
 
 Log = Callable[[str], None]
 
@@ -115,9 +115,9 @@ class AcceptanceSession:
                 embedding_model = embedding_model or emb.served_model
             launched = f"preset {s.server_preset} ({recipe.version})"
         elif s.server_cmd:
-            base, _, ready = self._launch("chat", s.server_cmd, {},
-                                          ("/health", "/v1/models"), s.ready_timeout, s.server_url)
-            launched = s.server_cmd
+            base, proc, ready = self._launch("chat", s.server_cmd, {},
+                                             ("/health", "/v1/models"), s.ready_timeout, s.server_url)
+            launched = proc.command
         assert base is not None
         timeout = httpx.Timeout(min(s.request_timeout, 10.0), connect=s.connect_timeout)
         headers = {"Authorization": f"Bearer {s.api_key}"} if s.api_key else {}
@@ -231,8 +231,9 @@ class AcceptanceSession:
     def verdict(self) -> Verdict:
         """The go/no-go decision for this run."""
         outcomes = [
-            TestOutcome(nodeid=e["nodeid"], outcome=e["outcome"], message=e.get("message", ""),
+            CheckOutcome(nodeid=e["nodeid"], outcome=e["outcome"], message=e.get("message", ""),
                         invalid=bool(e.get("evidence", {}).get("invalid")),
+                        invalid_reason=str(e.get("evidence", {}).get("invalid") or ""),
                         warnings=tuple(e.get("evidence", {}).get("warnings", ())))
             for e in self.outcomes.values()
         ]

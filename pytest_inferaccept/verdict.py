@@ -14,13 +14,14 @@ EXIT_CODES: dict[Status, int] = {"GO": 0, "NO-GO": 1, "INVALID": 6}
 
 
 @dataclass(frozen=True, kw_only=True)
-class TestOutcome:
+class CheckOutcome:
     """One acceptance test's outcome as the verdict sees it."""
 
     nodeid: str
     outcome: Outcome
     message: str = ""
     invalid: bool = False  # the test could not judge the server (e.g. the client was the bottleneck)
+    invalid_reason: str = ""
     warnings: tuple[str, ...] = ()
 
 
@@ -44,7 +45,7 @@ class Verdict:
                 "warnings": list(self.warnings), "counts": dict(self.counts)}
 
 
-def decide(outcomes: Sequence[TestOutcome], problems: Sequence[str] = ()) -> Verdict:
+def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = ()) -> Verdict:
     """Decide the verdict.
 
     INVALID when the run could not judge the server: a session problem (unreachable, never
@@ -57,7 +58,7 @@ def decide(outcomes: Sequence[TestOutcome], problems: Sequence[str] = ()) -> Ver
     warnings = tuple(w for item in outcomes for w in item.warnings)
     if problems:
         return Verdict(status="INVALID", reasons=tuple(problems), warnings=warnings, counts=counts)
-    invalid = [f"{o.nodeid}: {o.message}" for o in outcomes if o.invalid]
+    invalid = [f"{o.nodeid}: {o.invalid_reason or o.message}" for o in outcomes if o.invalid]
     if invalid:
         return Verdict(status="INVALID", reasons=tuple(invalid), warnings=warnings, counts=counts)
     judged = [o for o in outcomes if o.outcome in ("passed", "failed", "error", "xpassed")]

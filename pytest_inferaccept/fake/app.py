@@ -121,10 +121,10 @@ async def _hang_if_asked(state: State) -> None:
 
 
 def _count_completion(state: State) -> None:
-    state.completions += 1
     limit = state.config.exit_after
     if limit is not None and state.completions >= limit:
-        asyncio.get_running_loop().call_later(0.05, os._exit, 3)
+        os._exit(3)  # the process dies mid-run, as a crashed server would
+    state.completions += 1
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
@@ -161,10 +161,7 @@ def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.C
     for index in range(n):
         calls = [] if has_tool_result else generation.tool_calls_for(body, last_user, prompt)
         if calls:
-            choice = generation.Choice(index=index, finish_reason="tool_calls", tool_calls=calls,
-                                       completion_tokens=sum(
-                                           textgen.count_tokens(c["function"]["arguments"]) + 2
-                                           for c in calls))
+            choice = generation.tool_call_choice(index, calls, body)
         else:
             choice = generation.generate_text(prompt, body, index, cfg.max_natural_tokens,
                                               json_schema=schema,
@@ -182,7 +179,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if "chat_500" in cfg.faults:
         raise ApiError(500, "internal server error", type="server_error")
     await _hang_if_asked(state)
+    body = generation.request_faults(body, cfg.faults)
     choices, prompt_tokens = _plan_chat(state, body)
+    generation.choice_faults(choices, cfg.faults)
     _count_completion(state)
     want_logprobs = bool(body.get("logprobs")) and "no_logprobs" not in cfg.faults
     top = int(body.get("top_logprobs") or 0)
@@ -203,6 +202,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                                        "content": None if c.tool_calls else c.text}
             if c.tool_calls:
                 message["tool_calls"] = c.tool_calls
+                if "tool_args_object" in cfg.faults:
+                    message["tool_calls"] = generation.args_as_objects(c.tool_calls)
             out_choices.append({
                 "index": c.index, "message": message, "finish_reason": c.finish_reason,
                 "logprobs": generation.logprobs_for(c, top) if want_logprobs else None,
@@ -249,6 +250,7 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                        "Cache-Control": "no-cache"})
     await resp.prepare(request)
+    generation.stream_faults(choices, body, cfg.faults)
     model = _response_model(cfg)
     opts = body.get("stream_options") or {}
     include_usage = bool(opts.get("include_usage"))
@@ -379,22 +381,33 @@ async def embeddings(request: web.Request) -> web.Response:
         return web.Response(status=404, text="Not Found")
     body = await _json_body(request)
     inputs = validation.check_embeddings(body, (cfg.embedding_model,))
-    dims = body.get("dimensions")
+    faults = cfg.faults
+    if body.get("encoding_format") == "base64" and "embeddings_base64_rejected" in faults:
+        raise ApiError(400, "'encoding_format' must be float", param="encoding_format")
+    dims = None if "dimensions_ignored" in faults else body.get("dimensions")
     if dims is not None and dims > cfg.embedding_dim:
         raise ApiError(400, f"'dimensions' must be <= {cfg.embedding_dim}", param="dimensions")
     dim = dims or cfg.embedding_dim
     data = []
     for i, text in enumerate(inputs):
-        vec = embed(text, cfg.embedding_dim)[:dim]
+        shrink = len(text) % 3 if "embeddings_dim_varies" in faults else 0
+        vec = embed(text, cfg.embedding_dim)[:dim - shrink]
         norm = math.sqrt(sum(v * v for v in vec)) or 1.0
         vec = [v / norm for v in vec]
+        if "embeddings_nan" in faults:
+            vec[0] = math.nan
         value: Any = vec
         if body.get("encoding_format") == "base64":
-            value = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
-        data.append({"object": "embedding", "index": i, "embedding": value})
+            code = "d" if "embeddings_base64_wrong" in faults else "f"
+            value = base64.b64encode(struct.pack(f"<{len(vec)}{code}", *vec)).decode()
+        index = 0 if "embeddings_indices_wrong" in faults else i
+        data.append({"object": "embedding", "index": index, "embedding": value})
     tokens = sum(textgen.count_tokens(t) for t in inputs)
-    return web.json_response({"object": "list", "data": data, "model": cfg.embedding_model,
-                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+    answer: dict[str, Any] = {"object": "list", "data": data, "model": cfg.embedding_model,
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    if "embeddings_usage_missing" in faults:
+        del answer["usage"]
+    return web.json_response(answer)
 
 
 def make_app(config: FakeConfig) -> web.Application:

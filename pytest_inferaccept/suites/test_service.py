@@ -7,8 +7,8 @@ import time
 import httpx
 
 from pytest_inferaccept.checks import require
-from pytest_inferaccept.checks.infra import check_models_list, check_response_model
-from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.checks.infra import check_models_list, check_models_shape, check_response_model
+from pytest_inferaccept.evidence import Evidence, excerpt
 from pytest_inferaccept.server import ServerUnderTest
 
 
@@ -47,3 +47,31 @@ def test_health_agrees_with_a_real_completion(http_client: httpx.Client, model: 
             f"/health says {'healthy' if healthy else 'unhealthy'} ({health.status_code}) but a "
             f"1-token completion {'worked' if works else 'did not'} ({seen}, {elapsed:.1f}s)",
             f"health body: {health.text[:200]}")
+
+
+def test_health_answers_200(http_client: httpx.Client, inferaccept_evidence: Evidence) -> None:
+    start = time.monotonic()
+    health = http_client.get("/health")
+    elapsed = time.monotonic() - start
+    inferaccept_evidence.record("health", {"status": health.status_code, "seconds": round(elapsed, 4),
+                                           "body": excerpt(health.text, 200)})
+    require(health.status_code == 200, f"/health answered {health.status_code}, expected 200 on a "
+            "server that is up", excerpt(health.text, 200))
+
+
+def test_models_list_has_the_openai_shape(http_client: httpx.Client,
+                                          inferaccept_evidence: Evidence) -> None:
+    resp = http_client.get("/v1/models")
+    require(resp.status_code == 200, f"/v1/models answered {resp.status_code}", excerpt(resp.text, 300))
+    for warning in check_models_shape(resp.json()):
+        inferaccept_evidence.warn(warning)
+
+
+def test_server_identifies_itself(inferaccept_server: ServerUnderTest,
+                                  inferaccept_evidence: Evidence) -> None:
+    # Never a failure: many servers have no version endpoint; the report must say so, though.
+    info = inferaccept_server.version_info
+    inferaccept_evidence.record("version_info", info)
+    if not info:
+        inferaccept_evidence.warn("the server does not identify itself: none of /version, /props, "
+                                  "/info, /get_server_info, /api/version answered")
