@@ -191,6 +191,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from pytest_inferaccept.session import _now
 
     state.finished_at = _now()
+    if int(exitstatus) == pytest.ExitCode.INTERRUPTED:
+        state.problems.append("the run was interrupted before every check ran")
     verdict = state.verdict()
     config.stash[_VERDICT_KEY] = verdict
     path = state.settings.json_path

@@ -207,3 +207,39 @@ def test_a_capability_not_required_but_supported_runs(pytester: pytest.Pytester)
     assert data["capabilities"]["tools"] == {
         "required": False, "status": "supported", "tests": {"passed": 1},
         "probe": {"capability": "tools", "status": "supported", "detail": "HTTP 200, 1 tool call(s)"}}
+
+
+def test_ctrl_c_stops_the_launched_server_and_keeps_the_results(pytester: pytest.Pytester) -> None:
+    import signal
+    import subprocess
+
+    pytester.makepyfile("""
+        import time
+        def test_first(http_client):
+            assert http_client.get("/health").status_code == 200
+        def test_slow(http_client):
+            time.sleep(60)
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "--server-cmd", FAKE_CMD,
+         "--inferaccept-json", "r.json"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + 30
+    while "test_first" not in seen and ". " not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        seen += line
+        if "started chat server" in line:
+            time.sleep(1.5)  # let test_first pass and test_slow start
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=30)
+    out = seen + rest
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert "VERDICT: INVALID" in out
+    pids = _pids_started(out)
+    assert pids and all(_group_gone(pid) for pid in pids)
+    data = json.loads((pytester.path / "r.json").read_text())
+    assert data["verdict"]["status"] == "INVALID"
+    assert any(t["outcome"] == "passed" for t in data["tests"])
