@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pytest_inferaccept.fake import generation, textgen, validation
+from pytest_inferaccept.fake import conformance, generation, textgen, validation
 from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.metrics import MetricsState
 from pytest_inferaccept.fake.validation import ApiError
@@ -59,6 +59,8 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
 async def _middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     state = _state(request)
     key = state.config.api_key
+    if "auth_not_enforced" in state.config.faults:
+        key = None
     if key and request.path.startswith("/v1/") and request.headers.get("Authorization") != f"Bearer {key}":
         return _error(ApiError(401, "Invalid or missing API key", type="authentication_error",
                                code="invalid_api_key"))
@@ -79,6 +81,8 @@ async def health(request: web.Request) -> web.Response:
 
 async def version(request: web.Request) -> web.Response:
     """GET /version."""
+    if "version_missing" in _state(request).config.faults:
+        return web.Response(status=404, text="Not Found")
     return web.json_response({"version": _state(request).config.version})
 
 
@@ -90,7 +94,7 @@ async def models(request: web.Request) -> web.Response:
     if "models_missing_served" in cfg.faults:
         ids = ["some-other-model"]
     data = [{"id": i, "object": "model", "created": state.started, "owned_by": "fake"} for i in ids]
-    return web.json_response({"object": "list", "data": data})
+    return web.json_response(conformance.models_payload(data, cfg.faults))
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -103,6 +107,7 @@ async def metrics(request: web.Request) -> web.Response:
         return web.Response(text="vllm:num_requests_running{ 1 oops\n# TYPE\n",
                             content_type="text/plain")
     text = state.metrics.render(state.config.model, reset="metrics_counter_reset" in faults)
+    text = conformance.metrics_text(text, faults)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
@@ -175,6 +180,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = _state(request)
     cfg = state.config
     body = await _json_body(request)
+    if "unknown_model_200" in cfg.faults:
+        body["model"] = cfg.model
     validation.check_chat(body, _served(cfg))
     if "chat_500" in cfg.faults:
         raise ApiError(500, "internal server error", type="server_error")
@@ -210,11 +217,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             })
         state.metrics.request_finished(prompt_tokens, completion_tokens,
                                        ttft=cfg.ttft, e2e=time.monotonic() - start)
-        return web.json_response({
+        return web.json_response(conformance.chat_response({
             "id": cid, "object": "chat.completion", "created": created,
             "model": _response_model(cfg), "choices": out_choices,
             "usage": _usage(prompt_tokens, completion_tokens),
-        })
+        }, cfg.faults))
 
 
 class _slot:
@@ -239,17 +246,20 @@ async def _sleep_generation(cfg: FakeConfig, tokens: int) -> None:
 
 
 async def _send(resp: web.StreamResponse, payload: Mapping[str, Any] | str) -> None:
-    data = payload if isinstance(payload, str) else json.dumps(payload)
-    await resp.write(f"data: {data}\n\n".encode())
+    for event in conformance.shape(resp, dict(payload) if not isinstance(payload, str) else payload):
+        await resp.write(conformance.encode(event))
 
 
 async def _stream_chat(request: web.Request, state: State, body: Mapping[str, Any],
                        choices: list[generation.Choice], prompt_tokens: int, cid: str,
                        created: int, want_logprobs: bool, top: int, start: float) -> web.StreamResponse:
     cfg = state.config
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+    resp = web.StreamResponse(headers={"Content-Type": conformance.stream_content_type(cfg.faults),
                                        "Cache-Control": "no-cache"})
     await resp.prepare(request)
+    if cfg.faults:
+        resp["inferaccept_shaper"] = conformance.StreamShaper(
+            cfg.faults, _usage(prompt_tokens, sum(c.completion_tokens for c in choices)))
     generation.stream_faults(choices, body, cfg.faults)
     model = _response_model(cfg)
     opts = body.get("stream_options") or {}
@@ -337,6 +347,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if body.get("stream"):
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
+            if cfg.faults:
+                resp["inferaccept_shaper"] = conformance.StreamShaper(
+                    cfg.faults, _usage(prompt_tokens, completion_tokens))
             for step in range(max(len(c.pieces) for c in choices)):
                 await asyncio.sleep(cfg.ttft if step == 0 else cfg.itl)
                 for c in choices:
@@ -354,13 +367,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
             await resp.write_eof()
             return resp
         await _sleep_generation(cfg, max(len(c.pieces) for c in choices))
-        return web.json_response({
+        return web.json_response(conformance.completion_response({
             "id": cid, "object": "text_completion", "created": created,
             "model": _response_model(cfg),
             "choices": [{"index": c.index, "text": c.text, "logprobs": None,
                          "finish_reason": c.finish_reason} for c in choices],
             "usage": _usage(prompt_tokens, completion_tokens),
-        })
+        }, cfg.faults))
 
 
 def embed(text: str, dim: int) -> list[float]:

@@ -33,6 +33,7 @@ class MetricsState:
     scrapes: int = 0
     ttft: _Histogram = field(default_factory=_Histogram)
     e2e: _Histogram = field(default_factory=_Histogram)
+    itl: _Histogram = field(default_factory=_Histogram)
 
     def request_started(self) -> None:
         """A request began generating."""
@@ -46,6 +47,8 @@ class MetricsState:
         self.requests += 1
         self.ttft.observe(ttft)
         self.e2e.observe(e2e)
+        if generated > 1:
+            self.itl.observe(max(e2e - ttft, 0.0) / (generated - 1))
 
     def render(self, model: str, *, reset: bool = False) -> str:
         """Exposition text; with `reset`, counters go down on every scrape (a fault)."""
@@ -73,7 +76,8 @@ class MetricsState:
             f"vllm:request_success_total{{{label}}} {self.requests + shift}",
         ]
         for name, hist in (("vllm:time_to_first_token_seconds", self.ttft),
-                           ("vllm:e2e_request_latency_seconds", self.e2e)):
+                           ("vllm:e2e_request_latency_seconds", self.e2e),
+                           ("vllm:inter_token_latency_seconds", self.itl)):
             lines.append(f"# HELP {name} Histogram.")
             lines.append(f"# TYPE {name} histogram")
             for bound, count in zip(BUCKETS, hist.counts, strict=True):

@@ -1,0 +1,149 @@
+"""Protocol-conformance faults of the fake server: rewrites of correct answers into wrong ones.
+
+The handlers build a correct answer; with a fault switched on, the functions here bend it the way
+a real server once got it wrong. Without faults every function returns its input unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+Payload = dict[str, Any] | str
+
+
+def models_payload(data: list[dict[str, Any]], faults: frozenset[str]) -> dict[str, Any]:
+    """The /v1/models answer."""
+    if "models_shape_bad" in faults:
+        data = [{**m, "object": "engine", "created": "2024-01-01T00:00:00Z"} for m in data]
+    return {"object": "list", "data": data}
+
+
+# Old (pre-rename) vLLM names for ITL and KV cache; names no profile knows for the others.
+_RENAMES: tuple[tuple[str, str], ...] = (
+    ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    ("vllm:time_to_first_token_seconds", "vllm:first_token_latency_seconds"),
+    ("vllm:e2e_request_latency_seconds", "vllm:request_latency_seconds"),
+    ("vllm:num_requests_waiting", "vllm:queue_length"),
+)
+
+
+def metrics_text(text: str, faults: frozenset[str]) -> str:
+    """The /metrics exposition text."""
+    if "metrics_renamed" in faults:
+        for new, old in _RENAMES:
+            text = text.replace(new, old)
+        text += ("# HELP vllm:time_per_output_token_seconds Histogram.\n"
+                 "# TYPE vllm:time_per_output_token_seconds histogram\n"
+                 'vllm:time_per_output_token_seconds_bucket{le="+Inf"} 0\n'
+                 "vllm:time_per_output_token_seconds_count 0\n"
+                 "vllm:time_per_output_token_seconds_sum 0.0\n")
+    return text
+
+
+def chat_response(payload: dict[str, Any], faults: frozenset[str]) -> dict[str, Any]:
+    """A non-streamed chat.completion."""
+    if not faults:
+        return payload
+    for choice in payload["choices"]:
+        if "finish_reason_invalid" in faults and choice["finish_reason"] in ("stop", "length"):
+            choice["finish_reason"] = "eos_token"
+        if "n_wrong_indices" in faults:
+            choice["index"] = 0
+        lp = choice.get("logprobs")
+        if "logprobs_mismatch" in faults and lp and lp.get("content"):
+            first = lp["content"][0]
+            first["token"] = "X" + first["token"]
+            first["bytes"] = list(first["token"].encode())
+    if "usage_total_wrong" in faults:
+        payload["usage"]["total_tokens"] += 1
+    return payload
+
+
+def completion_response(payload: dict[str, Any], faults: frozenset[str]) -> dict[str, Any]:
+    """A non-streamed legacy text_completion."""
+    if "completions_shape_bad" in faults:
+        payload["object"] = "completion"
+        for choice in payload["choices"]:
+            del choice["index"]
+    return payload
+
+
+def stream_content_type(faults: frozenset[str]) -> str:
+    """The content-type of a streamed answer."""
+    return "application/json" if "stream_content_type_wrong" in faults else "text/event-stream"
+
+
+class StreamShaper:
+    """Rewrites each event of one stream; `usage` is what a spurious usage chunk reports."""
+
+    def __init__(self, faults: frozenset[str], usage: Mapping[str, int]) -> None:
+        self.faults = faults
+        self.usage = dict(usage)
+        self.sent = 0
+        self.content_chunks = 0
+        self.dropped_text = False
+        self.broken = False
+
+    def __call__(self, payload: Payload) -> list[Payload]:
+        """The events to send instead of `payload` (none, one or several)."""
+        faults = self.faults
+        if self.broken:
+            return []
+        if isinstance(payload, str):
+            out: list[Payload] = []
+            if "usage_without_asking" in faults:
+                out.append({"id": self._id(), "object": "chat.completion.chunk", "created": 0,
+                            "model": "", "choices": [], "usage": self.usage})
+            if "stream_no_done" not in faults:
+                out.append(payload)
+            return out
+        chunk = copy.deepcopy(payload)
+        choices = chunk.get("choices") or []
+        has_text = any((c.get("delta") or {}).get("content") or c.get("text") for c in choices)
+        if has_text:
+            self.content_chunks += 1
+            if "stream_text_differs" in faults and not self.dropped_text:
+                self.dropped_text = True
+                return []
+            if "stream_error_chunk" in faults and self.content_chunks == 3:
+                self.broken = True
+                return [{"error": {"message": "the engine failed while generating", "type": "server_error",
+                                   "param": None, "code": None}}, "[DONE]"]
+        if "stream_inconsistent_id" in faults:
+            chunk["id"] = self._id()
+        for choice in choices:
+            delta = choice.get("delta") or {}
+            if "stream_no_role" in faults:
+                delta.pop("role", None)
+            if "n_wrong_indices" in faults:
+                choice["index"] = 0
+            if "finish_reason_invalid" in faults and choice.get("finish_reason") in ("stop", "length"):
+                choice["finish_reason"] = "eos_token"
+        if chunk.get("usage") is not None and "usage_chunk_with_choices" in faults:
+            chunk["choices"] = [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]
+        if "usage" in chunk and chunk["usage"] is None and "usage_every_chunk" in faults:
+            chunk["usage"] = self.usage
+        repeat = 2 if ("stream_double_finish" in faults
+                       and any(c.get("finish_reason") for c in choices)) else 1
+        return [chunk] * repeat
+
+    def _id(self) -> str:
+        self.sent += 1
+        return f"chatcmpl-shaped-{self.sent}"
+
+
+def shape(resp: web.StreamResponse, payload: Payload) -> list[Payload]:
+    """The events to send for `payload` on a response that may carry a StreamShaper."""
+    shaper = resp.get("inferaccept_shaper")
+    return shaper(payload) if isinstance(shaper, StreamShaper) else [payload]
+
+
+def encode(payload: Payload) -> bytes:
+    """One SSE event."""
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return f"data: {data}\n\n".encode()

@@ -1,0 +1,70 @@
+"""GET /metrics: valid Prometheus text, counters that only grow, the metrics operators rely on."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from pytest_inferaccept.checks import require
+from pytest_inferaccept.checks.metrics import (
+    PROFILES,
+    Scrape,
+    check_counters_monotonic,
+    check_operator_metrics,
+    detect_profile,
+    operator_metrics_table,
+    parse_metrics,
+)
+from pytest_inferaccept.evidence import Evidence, excerpt
+from pytest_inferaccept.server import ServerUnderTest
+
+pytestmark = pytest.mark.capability("metrics")
+
+
+def _scrape(client: httpx.Client) -> Scrape:
+    resp = client.get("/metrics")
+    require(resp.status_code == 200, f"/metrics answered {resp.status_code}, expected 200",
+            excerpt(resp.text, 300))
+    return parse_metrics(resp.text)
+
+
+def _traffic(client: httpx.Client, model: str) -> None:
+    resp = client.post("/v1/chat/completions", json={
+        "model": model, "max_tokens": 4, "temperature": 0,
+        "messages": [{"role": "user", "content": "Count to three."}]})
+    require(resp.status_code == 200, f"chat completion answered {resp.status_code}", excerpt(resp.text, 300))
+
+
+def test_metrics_is_valid_prometheus_text(http_client: httpx.Client,
+                                          inferaccept_evidence: Evidence) -> None:
+    scrape = _scrape(http_client)
+    inferaccept_evidence.record("metric_families", len({n for n, _ in scrape.samples}))
+
+
+def test_metrics_counters_never_decrease(http_client: httpx.Client, model: str,
+                                         inferaccept_evidence: Evidence) -> None:
+    before = _scrape(http_client)
+    _traffic(http_client, model)
+    after = _scrape(http_client)
+    grew = check_counters_monotonic(before, after)
+    inferaccept_evidence.record("counters_grown", grew[:20])
+    if not grew:
+        inferaccept_evidence.warn("no counter grew across a completion: the counters may lag or "
+                                  "not count requests")
+
+
+def test_metrics_expose_what_operators_rely_on(http_client: httpx.Client, model: str,
+                                               inferaccept_server: ServerUnderTest,
+                                               inferaccept_evidence: Evidence) -> None:
+    _traffic(http_client, model)  # some servers only expose a series once it has a sample
+    scrape = _scrape(http_client)
+    profile = detect_profile(scrape.names, inferaccept_server.version_info)
+    if profile is None:
+        inferaccept_evidence.warn(f"no known server profile ({', '.join(PROFILES)}) matches the metric "
+                                  "names; operator metrics not judged")
+        inferaccept_evidence.record("metric_names", sorted(scrape.names)[:100])
+        return
+    table = operator_metrics_table(profile, scrape.names)
+    inferaccept_evidence.record("operator_metrics", {"profile": profile, "metrics": table})
+    for warning in check_operator_metrics(table, profile):
+        inferaccept_evidence.warn(warning)
