@@ -48,6 +48,43 @@ FAULTS: dict[str, str] = {
     "no_completions": "/v1/completions answers 404",
     "ignore_n": "n > 1 returns a single choice",
     "no_logprobs": "logprobs requests return logprobs: null",
+    # generation control
+    "stop_ignored": "the stop parameter is ignored",
+    "stop_included": "the matched stop text is kept at the end of the output",
+    "stop_partial_leak_stream": "streams send a prefix of the matched stop text (SGLang #6997)",
+    "stop_list_first_only": "only the first entry of a stop list is honoured",
+    "stop_multi_token_ignored": "stop strings spanning several tokens are ignored (llama.cpp #11538)",
+    "stop_finish_reason_wrong": "a matched stop reports finish_reason 'stop_sequence' (TGI #2296)",
+    "max_tokens_ignored": "max_tokens is ignored",
+    "max_completion_tokens_ignored": "max_completion_tokens is ignored",
+    "length_finish_reason_wrong": "output cut by the token limit reports finish_reason 'stop'",
+    "length_usage_miscounted": "output cut by the token limit reports one completion token too many",
+    "nondeterministic_temp0": "temperature 0 samples randomly",
+    "seed_ignored": "seed is ignored at temperature > 0",
+    # embeddings
+    "embeddings_indices_wrong": "every embedding in data[] has index 0",
+    "embeddings_base64_wrong": "base64 embeddings hold float64 instead of float32",
+    "embeddings_base64_rejected": "encoding_format base64 is rejected with 400",
+    "dimensions_ignored": "the dimensions parameter is ignored (full-length vectors, 200)",
+    "embeddings_nan": "embedding vectors contain NaN",
+    "embeddings_dim_varies": "the vector length depends on the input",
+    "embeddings_usage_missing": "embedding responses carry no usage",
+    # tool calling
+    "tool_args_object": "tool-call arguments are a JSON object, not a string (TGI #2461)",
+    "tool_args_invalid_json": "tool-call arguments lack their closing brace",
+    "tool_args_schema_violation": "tool-call arguments miss the function's required parameters",
+    "tool_stream_args_duplicated": "streamed tool-call argument fragments are sent twice (vLLM #10395)",
+    "tool_finish_reason_stop": "tool calls finish with 'stop' instead of 'tool_calls' (vLLM PR#25054)",
+    "tool_choice_none_ignored": "tool_choice 'none' is treated as 'auto'",
+    "tool_required_ignored": "tool_choice 'required' is treated as 'auto'",
+    "tool_named_wrong": "a named tool_choice calls another function",
+    "no_parallel_tool_calls": "only the first of several tool calls is returned",
+    "tool_result_rejected": "a conversation with a tool result is rejected with 400",
+    "tool_length_finish_wrong": "a tool call cut by max_tokens reports 'tool_calls' (vLLM #58228)",
+    # structured output
+    "json_schema_ignored": "response_format json_schema is ignored (llama.cpp #11988, ollama #10001)",
+    "json_object_invalid": "response_format json_object answers plain text",
+    "structured_stream_broken": "streamed JSON output repeats its first fragment",
 }
 
 

@@ -20,6 +20,8 @@ class Choice:
     finish_reason: str = "stop"
     completion_tokens: int = 0
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    stop_hit: str | None = None
+    """The stop sequence that ended the text, if one did."""
 
     @property
     def text(self) -> str:
@@ -67,10 +69,11 @@ def generate_text(prompt: str, body: Mapping[str, Any], index: int, max_natural:
         choice.completion_tokens += 1
         produced += token
         choice.pieces.append(token)
-        hits = [produced.find(s) for s in stops if s in produced]
+        hits = sorted((produced.find(s), i) for i, s in enumerate(stops) if s in produced)
         if hits:
-            choice.pieces = _truncate(choice.pieces, min(hits))
+            choice.pieces = _truncate(choice.pieces, hits[0][0])
             choice.finish_reason = "stop"
+            choice.stop_hit = stops[hits[0][1]]
             return choice
     choice.finish_reason = "stop"
     return choice
@@ -129,3 +132,108 @@ def logprobs_for(choice: Choice, top: int) -> dict[str, Any]:
         content.append({"token": piece, "logprob": lp, "bytes": list(piece.encode()),
                         "top_logprobs": alts[:top]})
     return {"content": content, "refusal": None}
+
+
+def tool_call_choice(index: int, calls: list[dict[str, Any]], body: Mapping[str, Any]) -> Choice:
+    """A choice holding tool calls; a token limit below the calls' length cuts them (finish length)."""
+    tokens = sum(textgen.count_tokens(c["function"]["arguments"]) + 2 for c in calls)
+    limit = _limit(body)
+    if limit is None or limit >= tokens:
+        return Choice(index=index, finish_reason="tool_calls", tool_calls=calls, completion_tokens=tokens)
+    # Cut like a real model would: the first call's arguments stop mid-way, later calls never start.
+    first = calls[0]
+    args = first["function"]["arguments"]
+    partial = args[: max(1, len(args) * limit // tokens)]
+    cut = {**first, "function": {**first["function"], "arguments": partial}}
+    return Choice(index=index, finish_reason="length", tool_calls=[cut], completion_tokens=limit)
+
+
+def request_faults(body: Mapping[str, Any], faults: frozenset[str]) -> dict[str, Any]:
+    """The request as a faulty server reads it (parameters dropped or misread)."""
+    from pytest_inferaccept.fake.validation import ApiError
+
+    out = dict(body)
+    if "tool_result_rejected" in faults and any(m.get("role") == "tool" for m in out["messages"]):
+        raise ApiError(400, "messages with role 'tool' are not supported", param="messages")
+    stop = out.get("stop")
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    if "stop_list_first_only" in faults and isinstance(stop, list):
+        stops = stops[:1]
+    if "stop_multi_token_ignored" in faults:
+        stops = [s for s in stops if len(s.split()) <= 1]
+    out["stop"] = None if "stop_ignored" in faults or not stops else stops
+    for key in ("max_tokens", "max_completion_tokens"):
+        if f"{key}_ignored" in faults:
+            out.pop(key, None)
+    if "nondeterministic_temp0" in faults and out.get("temperature") == 0 and out.get("seed") is None:
+        out["temperature"] = 1.0
+    if "seed_ignored" in faults:
+        out.pop("seed", None)
+    choice = out.get("tool_choice")
+    if choice == "none" and "tool_choice_none_ignored" in faults:
+        out["tool_choice"] = "auto"
+    if choice == "required" and "tool_required_ignored" in faults:
+        out["tool_choice"] = "auto"
+    if isinstance(choice, Mapping) and "tool_named_wrong" in faults:
+        others = [t["function"]["name"] for t in out.get("tools") or []
+                  if t["function"]["name"] != choice["function"]["name"]]
+        if others:
+            out["tool_choice"] = {"type": "function", "function": {"name": others[0]}}
+    fmt_type = (out.get("response_format") or {}).get("type")
+    if fmt_type == "json_schema" and "json_schema_ignored" in faults:
+        out["response_format"] = {"type": "json_object"}
+    if fmt_type == "json_object" and "json_object_invalid" in faults:
+        out.pop("response_format")
+    return out
+
+
+def choice_faults(choices: list[Choice], faults: frozenset[str]) -> None:
+    """Spoil generated choices the way a faulty server answers."""
+    for c in choices:
+        if c.stop_hit and "stop_included" in faults:
+            c.pieces.append(c.stop_hit)
+        if c.stop_hit and "stop_finish_reason_wrong" in faults:
+            c.finish_reason = "stop_sequence"
+        if c.finish_reason == "length" and not c.tool_calls and "length_finish_reason_wrong" in faults:
+            c.finish_reason = "stop"
+        if c.finish_reason == "length" and "length_usage_miscounted" in faults:
+            c.completion_tokens += 1
+        if c.tool_calls:
+            if "no_parallel_tool_calls" in faults:
+                c.tool_calls = c.tool_calls[:1]
+            if c.finish_reason == "tool_calls" and "tool_finish_reason_stop" in faults:
+                c.finish_reason = "stop"
+            if c.finish_reason == "length" and "tool_length_finish_wrong" in faults:
+                c.finish_reason = "tool_calls"
+            for call in c.tool_calls:
+                fn = call["function"]
+                if "tool_args_invalid_json" in faults:
+                    fn["arguments"] = fn["arguments"].rstrip("}")
+                if "tool_args_schema_violation" in faults:
+                    fn["arguments"] = "{}"
+
+
+def stream_faults(choices: list[Choice], body: Mapping[str, Any], faults: frozenset[str]) -> None:
+    """Spoil choices about to be streamed the way a faulty server streams."""
+    json_out = (body.get("response_format") or {}).get("type") in ("json_object", "json_schema")
+    for c in choices:
+        if c.stop_hit and "stop_partial_leak_stream" in faults:
+            c.pieces.append(c.stop_hit[: max(1, len(c.stop_hit) // 2)])
+        if json_out and c.pieces and "structured_stream_broken" in faults:
+            c.pieces.insert(0, c.pieces[0])
+        if "tool_stream_args_duplicated" in faults:
+            # The arguments travel in one fragment; doubling it is the same as sending it twice.
+            for call in c.tool_calls:
+                call["function"]["arguments"] *= 2
+
+
+def args_as_objects(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls whose arguments are the parsed object instead of a JSON string (TGI #2461)."""
+    out = []
+    for call in calls:
+        try:
+            args: Any = json.loads(call["function"]["arguments"])
+        except ValueError:
+            args = call["function"]["arguments"]
+        out.append({**call, "function": {**call["function"], "arguments": args}})
+    return out

@@ -1,0 +1,168 @@
+"""Tool calling: tool_choice auto / required / named / none, streamed deltas, parallel calls,
+tool-result turns and finish_reason, each call checked against the function's parameter schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_inferaccept.checks import fail, require
+from pytest_inferaccept.checks.generation import chat, post_chat
+from pytest_inferaccept.checks.tools import check_finish_reason, check_tool_calls, require_calls
+from pytest_inferaccept.evidence import Evidence, excerpt
+from pytest_inferaccept.server import ServerUnderTest
+
+WEATHER: dict[str, Any] = {"type": "function", "function": {
+    "name": "get_weather",
+    "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "the city name"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}}
+TIME: dict[str, Any] = {"type": "function", "function": {
+    "name": "get_time",
+    "description": "Get the current local time in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"], "additionalProperties": False}}}
+TOOLS = [WEATHER, TIME]
+ASK_WEATHER = "What is the weather in Paris, in celsius?"
+# Naming the tool invites even a weak model (and the fake's auto mode) to call it.
+ASK_WEATHER_BY_NAME = "What is the weather in Paris, in celsius? Use get_weather."
+MAX_TOKENS = 128
+MODES = [
+    pytest.param(False, id="non-stream"),
+    pytest.param(True, id="stream", marks=pytest.mark.capability("stream")),
+]
+
+
+def _body(model: str, prompt: str, tool_choice: Any, tools: list[dict[str, Any]] | None = None,
+          **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS,
+                            "messages": [{"role": "user", "content": prompt}],
+                            "tools": tools or [WEATHER], "tool_choice": tool_choice}
+    body.update(extra)
+    return body
+
+
+@pytest.mark.capability("tools")
+@pytest.mark.parametrize("stream", MODES)
+def test_tool_choice_auto_gives_valid_calls_or_a_plain_answer(http_client: httpx.Client, model: str,
+                                                              stream: bool,
+                                                              inferaccept_evidence: Evidence) -> None:
+    result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "auto"), stream)
+    calls = check_tool_calls(result, [WEATHER])
+    inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
+    if calls:
+        check_finish_reason(result, ["tool_calls"], "after the model called a tool (tool_choice auto)")
+    else:
+        # auto lets the model answer in text; a model that does so has not broken the contract.
+        inferaccept_evidence.note(f"with tool_choice auto the model answered without a tool call: "
+                                  f"{excerpt(result.text, 200)!r}")
+        check_finish_reason(result, ["stop", "length"], "for a text answer without tool calls")
+
+
+@pytest.mark.capability("tool_choice_required")
+@pytest.mark.parametrize("stream", MODES)
+def test_tool_choice_required_forces_a_valid_call(http_client: httpx.Client, model: str, stream: bool,
+                                                  inferaccept_evidence: Evidence) -> None:
+    result = chat(http_client, _body(model, ASK_WEATHER, "required"), stream)
+    require_calls(result, "although tool_choice is 'required'")
+    inferaccept_evidence.record("calls", [[n, a] for n, a in check_tool_calls(result, [WEATHER])])
+    check_finish_reason(result, ["tool_calls"], "for a call forced by tool_choice 'required'")
+
+
+@pytest.mark.capability("tool_choice_named")
+@pytest.mark.parametrize("stream", MODES)
+def test_tool_choice_named_calls_that_function(http_client: httpx.Client, model: str, stream: bool,
+                                               inferaccept_evidence: Evidence) -> None:
+    # The prompt is about the weather while the named tool is get_time: the name must win.
+    named = {"type": "function", "function": {"name": "get_time"}}
+    result = chat(http_client, _body(model, ASK_WEATHER, named, tools=TOOLS), stream)
+    require_calls(result, "although tool_choice names get_time")
+    calls = check_tool_calls(result, TOOLS)
+    inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
+    names = [n for n, _ in calls]
+    require(set(names) == {"get_time"}, f"tool_choice named get_time but the calls are {names}",
+            excerpt(json.dumps(result.tool_calls), 400))
+    # OpenAI itself answers 'stop' for a named choice (vLLM copies it): both are allowed here.
+    check_finish_reason(result, ["tool_calls", "stop"], "for a call forced by a named tool_choice")
+
+
+@pytest.mark.capability("tools")
+@pytest.mark.parametrize("stream", MODES)
+def test_tool_choice_none_gives_no_tool_calls(http_client: httpx.Client, model: str, stream: bool) -> None:
+    result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "none"), stream)
+    require(not result.tool_calls, f"tool_choice is 'none' but the answer holds {len(result.tool_calls)} "
+            "tool call(s)", excerpt(json.dumps(result.tool_calls), 400))
+    check_finish_reason(result, ["stop", "length"], "with tool_choice 'none'")
+
+
+@pytest.mark.capability("tool_choice_required", "stream")
+def test_streamed_tool_call_equals_the_non_streamed_call(http_client: httpx.Client, model: str,
+                                                         inferaccept_evidence: Evidence) -> None:
+    body = _body(model, ASK_WEATHER, "required")
+    plain = post_chat(http_client, body)
+    streamed = chat(http_client, body, stream=True)
+    require_calls(plain, "in the non-stream answer although tool_choice is 'required'")
+    require_calls(streamed, "in the reassembled stream although tool_choice is 'required'")
+    want = check_tool_calls(plain, [WEATHER])
+    got = check_tool_calls(streamed, [WEATHER])
+    inferaccept_evidence.record("calls", {"non-stream": [[n, a] for n, a in want],
+                                          "stream": [[n, a] for n, a in got]})
+    require(got == want, "the tool calls rebuilt from stream deltas differ from the non-stream calls "
+            "(vLLM #10395)", f"non-stream: {want}\nstream: {got}")
+    check_finish_reason(streamed, ["tool_calls"], "at the end of a stream of forced tool calls")
+
+
+@pytest.mark.capability("parallel_tool_calls")
+def test_parallel_tool_calls_come_as_separate_calls(http_client: httpx.Client, model: str,
+                                                    inferaccept_server: ServerUnderTest,
+                                                    inferaccept_evidence: Evidence) -> None:
+    prompt = "Use get_weather and get_time for Paris: I need the weather in celsius and the local time."
+    result = post_chat(http_client, _body(model, prompt, "auto", tools=TOOLS, parallel_tool_calls=True))
+    calls = check_tool_calls(result, TOOLS)
+    inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
+    if len(calls) < 2:
+        seen = f"asked for get_weather and get_time, got {len(calls)} call(s): {[n for n, _ in calls]}"
+        if "parallel_tool_calls" not in inferaccept_server.required:
+            pytest.skip(f"unsupported: parallel_tool_calls: {seen}")
+        fail(f"no parallel tool calls: {seen}", result.describe())
+    ids = [c["id"] for c in result.tool_calls]
+    require(len(set(ids)) == len(ids), f"parallel tool calls share ids: {ids}")
+    names = sorted({n for n, _ in calls})
+    require(names == ["get_time", "get_weather"], f"parallel calls name {names}, expected both tools")
+    check_finish_reason(result, ["tool_calls"], "after parallel tool calls")
+
+
+@pytest.mark.capability("tools")
+def test_a_tool_result_turn_gets_an_assistant_answer(http_client: httpx.Client, model: str) -> None:
+    args = json.dumps({"city": "Paris", "unit": "celsius"})
+    call = {"id": "call_weather_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": args}}
+    messages = [{"role": "user", "content": ASK_WEATHER},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_weather_1",
+                 "content": json.dumps({"temperature": 21, "unit": "celsius", "sky": "clear"})}]
+    body = {"model": model, "temperature": 0, "max_tokens": 48, "messages": messages, "tools": [WEATHER]}
+    result = post_chat(http_client, body)
+    require(result.message.get("role") == "assistant",
+            f"the answer's role is {result.message.get('role')!r}, expected 'assistant'", result.describe())
+    content = result.message.get("content")
+    require(isinstance(content, str) or result.tool_calls,
+            "the answer to a tool result has neither text content nor tool calls",
+            excerpt(json.dumps(result.message), 400))
+    check_finish_reason(result, ["stop", "length", "tool_calls"], "after a tool result")
+
+
+@pytest.mark.capability("tool_choice_required")
+@pytest.mark.parametrize("stream", MODES)
+def test_tool_call_cut_by_max_tokens_reports_length(http_client: httpx.Client, model: str, stream: bool,
+                                                    inferaccept_evidence: Evidence) -> None:
+    # Three tokens cannot hold a call with two required arguments in any tokenizer, so the forced
+    # call is always cut: finish_reason must say so (vLLM #58228 reported tool_calls).
+    result = chat(http_client, _body(model, ASK_WEATHER, "required", max_tokens=3), stream)
+    inferaccept_evidence.record("cut_answer", result.message)
+    check_finish_reason(result, ["length"], "for a forced tool call cut by max_tokens=3")

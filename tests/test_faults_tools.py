@@ -1,0 +1,48 @@
+"""Each tool-calling check fails against the fake server with its fault, and passes without."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import RunSuite
+
+SUITE = "test_tools"
+FAULT_TABLE = [
+    ("tool_args_object", "test_tool_choice_auto_gives_valid_calls_or_a_plain_answer[non-stream]"),
+    ("tool_finish_reason_stop", "test_tool_choice_auto_gives_valid_calls_or_a_plain_answer[stream]"),
+    ("tool_required_ignored", "test_tool_choice_required_forces_a_valid_call[non-stream]"),
+    ("tool_args_schema_violation", "test_tool_choice_required_forces_a_valid_call[non-stream]"),
+    ("tool_args_invalid_json", "test_tool_choice_required_forces_a_valid_call[stream]"),
+    ("tool_finish_reason_stop", "test_tool_choice_required_forces_a_valid_call[non-stream]"),
+    ("tool_named_wrong", "test_tool_choice_named_calls_that_function[non-stream]"),
+    ("tool_named_wrong", "test_tool_choice_named_calls_that_function[stream]"),
+    ("tool_choice_none_ignored", "test_tool_choice_none_gives_no_tool_calls[non-stream]"),
+    ("tool_choice_none_ignored", "test_tool_choice_none_gives_no_tool_calls[stream]"),
+    ("tool_stream_args_duplicated", "test_streamed_tool_call_equals_the_non_streamed_call"),
+    ("no_parallel_tool_calls", "test_parallel_tool_calls_come_as_separate_calls"),
+    ("tool_result_rejected", "test_a_tool_result_turn_gets_an_assistant_answer"),
+    ("tool_length_finish_wrong", "test_tool_call_cut_by_max_tokens_reports_length[non-stream]"),
+    ("tool_length_finish_wrong", "test_tool_call_cut_by_max_tokens_reports_length[stream]"),
+]
+# Required, so that a capability the fault breaks fails instead of being probed and skipped.
+REQUIRED = "chat,stream,tools,tool_choice_required,tool_choice_named,parallel_tool_calls"
+
+
+def test_every_check_passes_on_the_correct_fake(run_suite: RunSuite) -> None:
+    clean = run_suite(SUITE, args=["--capabilities", REQUIRED])
+    for _, check in FAULT_TABLE:
+        assert clean.outcome(check) == "passed", clean.output[-2000:]
+    assert set(clean.outcomes.values()) == {"passed"}, clean.outcomes
+
+
+def test_parallel_calls_missing_is_a_skip_when_not_required(run_suite: RunSuite) -> None:
+    check = "test_parallel_tool_calls_come_as_separate_calls"
+    run = run_suite(SUITE, faults=["no_parallel_tool_calls"], select=check)
+    assert run.outcome(check) == "skipped", run.output[-2000:]
+
+
+@pytest.mark.parametrize(("fault", "check"), FAULT_TABLE)
+def test_check_fails_with_its_fault(run_suite: RunSuite, fault: str, check: str) -> None:
+    faulty = run_suite(SUITE, faults=[fault], select=check.split("[")[0],
+                       args=["--capabilities", REQUIRED])
+    assert faulty.outcome(check) == "failed", faulty.output[-2000:]
