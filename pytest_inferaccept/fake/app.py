@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pytest_inferaccept.fake import conformance, generation, textgen, validation
+from pytest_inferaccept.fake import conformance, generation, hostile, textgen, validation
 from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.metrics import MetricsState
 from pytest_inferaccept.fake.validation import ApiError
@@ -31,6 +31,8 @@ class State:
         self.slots = asyncio.Semaphore(config.slots) if config.slots else None
         self.completions = 0
         self.started = int(time.time())
+        self.crashed = False
+        """Set by crash_on_bad_request: the server answers nothing any more."""
 
 
 STATE_KEY = web.AppKey("state", State)
@@ -48,7 +50,8 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     raw = await request.read()
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        hostile.not_json(_state(request).config.faults)
         raise ApiError(400, "The request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object")
@@ -64,11 +67,14 @@ async def _middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     if key and request.path.startswith("/v1/") and request.headers.get("Authorization") != f"Bearer {key}":
         return _error(ApiError(401, "Invalid or missing API key", type="authentication_error",
                                code="invalid_api_key"))
+    if state.crashed:
+        hostile.drop_connection(request)
     try:
         response: web.StreamResponse = await handler(request)
         return response
     except ApiError as err:
-        return _error(err)
+        state.crashed = state.crashed or hostile.crash_after(err, state.config.faults)
+        return hostile.error_response(err, state.config.faults)
 
 
 async def health(request: web.Request) -> web.Response:
@@ -149,6 +155,8 @@ def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.C
     prompt = textgen.prompt_text(messages)
     prompt_tokens = textgen.count_tokens(prompt) + 3 * len(messages)
     limit = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+    if prompt_tokens + limit > cfg.context_window and "silent_truncation" in faults:
+        prompt_tokens = max(cfg.context_window - limit, 1)  # Ollama #4967: cut the prompt, answer 200
     if prompt_tokens + limit > cfg.context_window:
         raise ApiError(400, f"This model's maximum context length is {cfg.context_window} tokens; "
                        f"the request asks for {prompt_tokens} prompt + {limit} completion tokens",
@@ -186,6 +194,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if "chat_500" in cfg.faults:
         raise ApiError(500, "internal server error", type="server_error")
     await _hang_if_asked(state)
+    if "reject_bounds" in cfg.faults and body.get("top_p") in (0, 1):
+        raise ApiError(422, "`top_p` must be > 0.0 and < 1.0", type="validation", param="top_p")  # TGI #2222
+    early = await hostile.over_context(request, body, cfg.context_window, cfg.faults)
+    if early is not None:
+        return early
     body = generation.request_faults(body, cfg.faults)
     choices, prompt_tokens = _plan_chat(state, body)
     generation.choice_faults(choices, cfg.faults)

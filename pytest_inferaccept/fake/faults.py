@@ -85,6 +85,16 @@ FAULTS: dict[str, str] = {
     "json_schema_ignored": "response_format json_schema is ignored (llama.cpp #11988, ollama #10001)",
     "json_object_invalid": "response_format json_object answers plain text",
     "structured_stream_broken": "streamed JSON output repeats its first fragment",
+    # robustness: answers to bad input
+    "bad_input_500": "out-of-range sampling values (max_tokens, temperature, top_p, n, stop) answer 500",
+    "crash_on_bad_request": "the server dies after answering a 4xx (vLLM PR#16529: bad input kills it)",
+    "hang_on_long_prompt": "a prompt beyond the context window is never answered",
+    "error_shape_flat": 'errors answer {"error": "<string>", "error_type"} (TGI-style, vLLM #12886)',
+    "error_plain_text": "a body that is not JSON answers 500 in plain text (SGLang #3805)",
+    "accept_invalid_200": "validation errors answer 200 with an empty body (TGI 2.4.0 #2749)",
+    "reject_bounds": "top_p at its inclusive bounds 0 and 1 is rejected with 422 (TGI #2222)",
+    "silent_truncation": "an over-long prompt is cut to the context window and answered 200 (Ollama #4967)",
+    "long_prompt_stream_200": "an over-long streamed prompt answers 200 with an error chunk (SGLang #19996)",
 }
 
 

@@ -68,7 +68,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> RobustnessConfig:
     except ValueError:
         raise ValueError(f"${ENV_FUZZ_SEED} must be an integer, got {seed_raw!r}") from None
     return RobustnessConfig(
-        policy=policy,  # type: ignore[arg-type]  # checked against POLICIES above
+        policy=policy,  # type: ignore[arg-type,unused-ignore]  # checked against POLICIES above
         fuzz_examples=int(_number(env, ENV_FUZZ_EXAMPLES, 50, integer=True)),
         fuzz_seed=seed,
         fuzz_budget=_number(env, ENV_FUZZ_BUDGET, 40.0),
