@@ -123,3 +123,11 @@ def test_curl_command_reproduces_the_exact_body(case_id: str) -> None:
     script = f"cat {data[1:]}" if data.startswith("@") else f"printf %s {data}"
     out = subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout
     assert out == spec.body
+
+
+def test_docs_list_every_catalogue_case() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "robustness.md").read_text()
+    missing = [c.id for c in CATALOGUE if f"`{c.id}`" not in text]
+    assert not missing
