@@ -45,6 +45,18 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("connect_timeout", "--connect-timeout", "SECONDS",
             "connect timeout for one request (default 5)"),
     _Option("json_path", "--inferaccept-json", "PATH", "write machine-readable results here"),
+    _Option("status_policy", "--status-policy", "NAME",
+            "how answers to bad input are judged: strict, standard (default), lenient"),
+    _Option("fuzz_examples", "--fuzz-examples", "N", "most generated requests in the fuzz test (50)"),
+    _Option("fuzz_budget", "--fuzz-budget", "SECONDS", "seconds of fuzz exploration at most (40)"),
+    _Option("fuzz_seed", "--fuzz-seed", "N",
+            "seed of the fuzz generator, to replay a finding (default: random, 0 under CI)"),
+    _Option("robustness_budget", "--robustness-budget", "SECONDS",
+            "seconds the robustness catalogue may take (900); later cases are not judged"),
+    _Option("liveness_timeout", "--liveness-timeout", "SECONDS",
+            "timeout of the 1-token completion after each bad request (30)"),
+    _Option("long_prompt_words", "--long-prompt-words", "N",
+            "words in the over-long prompt; must exceed the context window (200000)"),
 )
 
 

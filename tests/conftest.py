@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
+# Imported here, once: pytester removes modules a test imported when that test ends, and a
+# fake server started later would then load a second copy of its modules (two ApiError classes).
+import pytest_inferaccept.fake.app  # noqa: F401
 from pytest_inferaccept.fake import FakeServer
 
 pytest_plugins = ["pytester"]

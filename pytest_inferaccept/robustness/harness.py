@@ -17,8 +17,11 @@ from pytest_inferaccept.robustness.send import Answer, liveness, send
 from pytest_inferaccept.server import ServerUnderTest
 
 
-def config_or_exit() -> RobustnessConfig:
-    """The robustness settings; a bad value stops the run as a usage error."""
+def config_or_exit(config: pytest.Config) -> RobustnessConfig:
+    """The robustness settings resolved with the plugin's options (CLI, ini, then environment)."""
+    settings = config.stash[SESSION_KEY].settings
+    if settings.robustness is not None:
+        return settings.robustness
     try:
         return load_config()
     except ValueError as exc:

@@ -38,7 +38,7 @@ def _seed(configured: int | None) -> int:
 def test_generated_requests_never_break_the_server(request: pytest.FixtureRequest, http_client: httpx.Client,
                                                    model: str, inferaccept_server: ServerUnderTest,
                                                    inferaccept_evidence: Evidence) -> None:
-    cfg = config_or_exit()
+    cfg = config_or_exit(request.config)
     harness = Harness.for_test(request, cfg, http_client, model, inferaccept_server, inferaccept_evidence)
     run_seed = _seed(cfg.fuzz_seed)
     replay = f"replay with {ENV_FUZZ_SEED}={run_seed}"

@@ -23,9 +23,9 @@ from pytest_inferaccept.server import ServerUnderTest
 
 
 @pytest.fixture(scope="module")
-def robustness_config() -> RobustnessConfig:
+def robustness_config(request: pytest.FixtureRequest) -> RobustnessConfig:
     """The robustness settings (status policy, budgets)."""
-    return config_or_exit()
+    return config_or_exit(request.config)
 
 
 @pytest.fixture(scope="module")

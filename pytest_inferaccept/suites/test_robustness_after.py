@@ -21,7 +21,7 @@ def test_server_is_healthy_and_serving_after_the_robustness_suite(
         request: pytest.FixtureRequest, http_client: httpx.Client, model: str,
         inferaccept_evidence: Evidence) -> None:
     settings = request.config.stash[SESSION_KEY].settings
-    limit = min(settings.request_timeout, config_or_exit().liveness_timeout)
+    limit = min(settings.request_timeout, config_or_exit(request.config).liveness_timeout)
     try:
         health = http_client.get("/health", timeout=httpx.Timeout(limit, connect=settings.connect_timeout))
         health_seen = f"HTTP {health.status_code}"
