@@ -90,6 +90,7 @@ def test_consistent_chunks_pass_for_one_and_for_several_choices() -> None:
 @pytest.mark.parametrize(("mangle", "message"), [
     (lambda c: c[2].update(id="other"), "different ids"),
     (lambda c: c[2].update(created=5), "created"),
+    (lambda c: c[2].update(created="now"), "not all integers"),
     (lambda c: c[1].update(object="chat.completion"), "object"),
     (lambda c: c[0]["choices"][0]["delta"].pop("role"), "role 'assistant'"),
     (lambda c: c.append(_chunk(finish="stop")), "exactly one"),
@@ -101,6 +102,16 @@ def test_inconsistent_chunks_fail_with_the_reason(mangle: Any, message: str) -> 
     chunks = _good()
     mangle(chunks)
     with pytest.raises(CheckFailed, match=message):
+        check_chat_chunks(chunks)
+
+
+def test_created_stamped_per_chunk_only_warns_while_it_moves_forward_a_little() -> None:
+    chunks = _good()
+    chunks[-1]["created"] += 1
+    warnings = check_chat_chunks(chunks)
+    assert len(warnings) == 1 and "stamped per chunk" in warnings[0]
+    chunks[-1]["created"] += 60
+    with pytest.raises(CheckFailed, match="created values"):
         check_chat_chunks(chunks)
 
 

@@ -43,10 +43,11 @@ def test_stream_is_well_formed_sse_ending_with_done(http_client: httpx.Client, m
     check_framing(ctype, stream)
 
 
-def test_stream_chunks_share_one_id_with_one_role_and_one_finish(http_client: httpx.Client,
-                                                                  model: str) -> None:
+def test_stream_chunks_share_one_id_with_one_role_and_one_finish(http_client: httpx.Client, model: str,
+                                                                  inferaccept_evidence: Evidence) -> None:
     _, stream = open_stream(http_client, CHAT, _body(model, stream=True))
-    check_chat_chunks(stream.chunks())
+    for warning in check_chat_chunks(stream.chunks()):
+        inferaccept_evidence.warn(warning)
 
 
 def test_streamed_text_equals_the_non_streamed_text(http_client: httpx.Client, model: str,
@@ -78,10 +79,12 @@ def test_no_usage_is_streamed_unless_asked(http_client: httpx.Client, model: str
 
 
 @pytest.mark.capability("n")
-def test_n_choices_stream_with_indices_from_zero(http_client: httpx.Client, model: str) -> None:
+def test_n_choices_stream_with_indices_from_zero(http_client: httpx.Client, model: str,
+                                                 inferaccept_evidence: Evidence) -> None:
     _, stream = open_stream(http_client, CHAT, _body(model, stream=True, n=2, temperature=0.8,
                                                      max_tokens=6))
-    check_chat_chunks(stream.chunks(), n=2)
+    for warning in check_chat_chunks(stream.chunks(), n=2):
+        inferaccept_evidence.warn(warning)
 
 
 def test_openai_sdk_streams_the_same_text(openai_client: openai.OpenAI, http_client: httpx.Client,
