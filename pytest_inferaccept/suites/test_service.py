@@ -7,6 +7,7 @@ import time
 import httpx
 
 from pytest_inferaccept.checks import require
+from pytest_inferaccept.checks.chat import ok_json
 from pytest_inferaccept.checks.infra import check_models_list, check_models_shape, check_response_model
 from pytest_inferaccept.evidence import Evidence, excerpt
 from pytest_inferaccept.server import ServerUnderTest
@@ -61,9 +62,7 @@ def test_health_answers_200(http_client: httpx.Client, inferaccept_evidence: Evi
 
 def test_models_list_has_the_openai_shape(http_client: httpx.Client,
                                           inferaccept_evidence: Evidence) -> None:
-    resp = http_client.get("/v1/models")
-    require(resp.status_code == 200, f"/v1/models answered {resp.status_code}", excerpt(resp.text, 300))
-    for warning in check_models_shape(resp.json()):
+    for warning in check_models_shape(ok_json(http_client.get("/v1/models"), "/v1/models")):
         inferaccept_evidence.warn(warning)
 
 
