@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_inferaccept import _options
+from pytest_inferaccept.checks._base import CheckFailed
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.fixtures import (  # noqa: F401 - registers the fixtures
     ACCEPTANCE_FIXTURES,
@@ -137,6 +138,13 @@ def pytest_runtest_makereport(
         }
         if call.excinfo is not None and report.outcome == "failed":
             payload["message"] = call.excinfo.exconly()[:2000]
+            if call.excinfo.errisinstance(CheckFailed) and item.config.option.tbstyle == "auto":
+                # A check failure is a finding about the server, not a bug in the test code:
+                # show the finding and where it was checked, without the traceback.
+                frames = [e for e in call.excinfo.traceback if e.path == item.path]
+                where = frames[-1] if frames else call.excinfo.traceback[-1]
+                report.longrepr = (f"{call.excinfo.value}\n\n"
+                                   f"(checked at {where.path}:{where.lineno + 1})")
             dead = item.config.stash[SESSION_KEY].check_alive()
             if dead:
                 # A connection error is only a symptom; the cause is the server's death.

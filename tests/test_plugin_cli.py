@@ -243,3 +243,18 @@ def test_ctrl_c_stops_the_launched_server_and_keeps_the_results(pytester: pytest
     data = json.loads((pytester.path / "r.json").read_text())
     assert data["verdict"]["status"] == "INVALID"
     assert any(t["outcome"] == "passed" for t in data["tests"])
+
+
+def test_a_failed_check_shows_the_finding_and_where_without_a_traceback(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        from pytest_inferaccept.checks import require
+        def test_finish(http_client):
+            require(False, "finish_reason 'eos_token' is not allowed", "choices[0]: {...}")
+    """)
+    with FakeServer() as server:
+        result = pytester.runpytest_inprocess("--server-url", server.url)
+    out = result.stdout.str()
+    assert "finish_reason 'eos_token' is not allowed" in out
+    assert "(checked at " in out and "test_a_failed_check_shows" in out
+    assert "raise CheckFailed" not in out
