@@ -23,16 +23,9 @@ from pytest_inferaccept.servers._cache import (
     verify_file,
 )
 from pytest_inferaccept.servers._gguf_to_hf import fix_tokenizer
-from pytest_inferaccept.servers._recipes import (
-    CHAT_MODEL,
-    EMBED_MODEL,
-    Layout,
-    extract_zip_member,
-    extract_zip_tree,
-    llama_cmake_flags,
-    recipe,
-)
+from pytest_inferaccept.servers._recipes import extract_zip_member, extract_zip_tree, llama_cmake_flags
 from pytest_inferaccept.servers._serve import shell_command
+from pytest_inferaccept.servers._specs import CHAT_MODEL, EMBED_MODEL, Layout, recipe
 
 
 def _quiet(_msg: str) -> None:

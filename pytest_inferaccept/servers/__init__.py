@@ -8,7 +8,8 @@ idempotently, and return a :class:`ServerRecipe` saying how to start its servers
 from __future__ import annotations
 
 from ._cache import PrepareError, default_cache_dir
-from ._recipes import PRESETS, ProcessSpec, ServerRecipe, is_prepared, prepare
+from ._recipes import is_prepared, prepare
+from ._specs import PRESETS, ProcessSpec, ServerRecipe
 
 __all__ = [
     "PRESETS",

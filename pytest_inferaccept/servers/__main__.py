@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._cache import PrepareError, default_cache_dir, marker_path, step_is_done
-from ._recipes import PRESETS, Layout, Preparer, is_prepared, prepare, recipe
+from ._recipes import Preparer, is_prepared, prepare
 from ._serve import serve, shell_command
+from ._specs import PRESETS, Layout, recipe
 
 
 def _log(started: float, msg: str) -> None:

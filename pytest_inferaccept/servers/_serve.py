@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from ._cache import Log, wait_ready
-from ._recipes import HOST, PORT, ProcessSpec
+from ._specs import HOST, PORT, ProcessSpec
 
 
 def shell_command(spec: ProcessSpec) -> str:
