@@ -46,12 +46,17 @@ def require_no_error_chunk(chunks: list[dict[str, Any]]) -> None:
              f"{len(errors)} error chunk(s) among {len(chunks)} chunks")
 
 
-def check_chat_chunks(chunks: list[dict[str, Any]], n: int = 1) -> list[str]:
+def stream_seconds(stream: SseStream) -> float:
+    """Seconds between the first and the last event of a stream."""
+    return stream.events[-1].at - stream.events[0].at if stream.events else 0.0
+
+
+def check_chat_chunks(chunks: list[dict[str, Any]], n: int = 1, seconds: float = 0.0) -> list[str]:
     """Every chunk chat.completion.chunk with one id and created; a role delta and one finish per choice.
 
     Returns warnings: `created` stamped per chunk (llama.cpp takes the clock for every chunk, so a
     stream crossing a second boundary carries two values) is a deviation, not a failure, as long as
-    the values only move forward by a few seconds.
+    the values only move forward, by no more than the stream lasted (`seconds`) plus rounding.
     """
     warnings: list[str] = []
     require_no_error_chunk(chunks)
@@ -67,9 +72,9 @@ def check_chat_chunks(chunks: list[dict[str, Any]], n: int = 1) -> list[str]:
             f"chunk created values {sorted(set(map(str, raw_stamps)))[:5]} are not all integers")
     if len(set(stamps)) > 1:
         ordered = all(a <= b for a, b in itertools.pairwise(stamps))
-        require(ordered and max(stamps) - min(stamps) <= 5,
+        require(ordered and max(stamps) - min(stamps) <= seconds + 2,
                 f"chunks carry created values {sorted(set(stamps))[:5]}, expected one value for the "
-                "whole stream")
+                f"whole stream (the stream lasted {seconds:.1f} s)")
         warnings.append(f"created changes within the stream ({min(stamps)} .. {max(stamps)}): "
                         "stamped per chunk instead of once per stream")
     objects = {c.get("object") for c in chunks}

@@ -17,6 +17,7 @@ from pytest_inferaccept.checks.stream import (
     check_stream_usage,
     open_stream,
     require_no_error_chunk,
+    stream_seconds,
 )
 from pytest_inferaccept.evidence import Evidence
 
@@ -46,7 +47,7 @@ def test_stream_is_well_formed_sse_ending_with_done(http_client: httpx.Client, m
 def test_stream_chunks_share_one_id_with_one_role_and_one_finish(http_client: httpx.Client, model: str,
                                                                   inferaccept_evidence: Evidence) -> None:
     _, stream = open_stream(http_client, CHAT, _body(model, stream=True))
-    for warning in check_chat_chunks(stream.chunks()):
+    for warning in check_chat_chunks(stream.chunks(), seconds=stream_seconds(stream)):
         inferaccept_evidence.warn(warning)
 
 
@@ -83,7 +84,7 @@ def test_n_choices_stream_with_indices_from_zero(http_client: httpx.Client, mode
                                                  inferaccept_evidence: Evidence) -> None:
     _, stream = open_stream(http_client, CHAT, _body(model, stream=True, n=2, temperature=0.8,
                                                      max_tokens=6))
-    for warning in check_chat_chunks(stream.chunks(), n=2):
+    for warning in check_chat_chunks(stream.chunks(), n=2, seconds=stream_seconds(stream)):
         inferaccept_evidence.warn(warning)
 
 
