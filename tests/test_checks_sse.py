@@ -172,3 +172,29 @@ def test_text_comparison_names_the_first_difference() -> None:
     check_same_text("abc", "abc", "chat")
     with pytest.raises(CheckFailed, match="character 2"):
         check_same_text("abX", "abc", "chat")
+
+
+def _lp_choice(tokens: list[str], content: str, finish: str = "stop") -> dict[str, Any]:
+    entries = [{"token": t, "logprob": -0.1, "bytes": list(t.encode()), "top_logprobs": []} for t in tokens]
+    return {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish,
+            "logprobs": {"content": entries}}
+
+
+def test_logprob_tokens_must_spell_the_content_joined_by_bytes() -> None:
+    from pytest_inferaccept.checks.chat import check_logprobs
+
+    assert check_logprobs(_lp_choice(["Hel", "lo"], "Hello"), 0) == []
+    split = _lp_choice(["x", "x"], "é")  # one character split over two byte-level tokens
+    split["logprobs"]["content"][0]["bytes"], split["logprobs"]["content"][1]["bytes"] = [0xC3], [0xA9]
+    assert check_logprobs(split, 0) == []
+    with pytest.raises(CheckFailed, match="spell"):
+        check_logprobs(_lp_choice(["Hel", "p"], "Hello"), 0)
+
+
+def test_a_trailing_end_of_turn_logprob_only_warns() -> None:
+    from pytest_inferaccept.checks.chat import check_logprobs
+
+    warnings = check_logprobs(_lp_choice(["Hi", ".", "<|im_end|>"], "Hi."), 0)
+    assert len(warnings) == 1 and "<|im_end|>" in warnings[0]
+    with pytest.raises(CheckFailed):
+        check_logprobs(_lp_choice(["Hi", ".", "<|im_end|>"], "Hi.", finish="length"), 0)

@@ -147,6 +147,14 @@ def check_logprobs(choice: dict[str, Any], top_logprobs: int) -> list[str]:
             if len(top) != top_logprobs:
                 warnings.append(f"top_logprobs={top_logprobs} asked, {where} has {len(top)}")
     text, how = logprob_text(entries)
+    if text != content and choice.get("finish_reason") == "stop" and entries:
+        # vLLM reports the sampled end-of-turn token (e.g. <|im_end|>) as a last entry, though the
+        # content leaves it out: the tokens still spell the content, plus the token that ended it.
+        head, _ = logprob_text(entries[:-1])
+        if head == content:
+            warnings.append(f"logprobs end with the stop token {entries[-1].get('token')!r}, "
+                            "which the content leaves out")
+            return warnings
     require(text == content,
             f"logprob tokens (joined by {how}) spell {excerpt(text, 200)!r}, but the message content "
             f"is {excerpt(content, 200)!r}", f"{len(entries)} logprob entries")
