@@ -9,7 +9,9 @@ from typing import Any
 
 BODY_EXCERPT = 2000
 MAX_EXCHANGES = 12
-_SECRET_KEYS = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.IGNORECASE)
+# Whole key names (or their last part) only: "hf_token" is a secret, "prompt_tokens" is not.
+_SECRET_KEYS = re.compile(r"(^|[_-])(api[_-]?key|apikey|token|secret|password|passwd|authorization)$",
+                          re.IGNORECASE)
 
 
 def excerpt(data: str | bytes | None, limit: int = BODY_EXCERPT) -> str:

@@ -32,6 +32,17 @@ def make_client(base_url: str, *, api_key: str | None, request_timeout: float,
                         transport=_recording_transport(evidence))
 
 
+def _fresh_connections() -> httpx.HTTPTransport:
+    """A transport that opens a new connection per request.
+
+    Servers differ in how they end keep-alive connections after a stream (llama.cpp was seen
+    closing one that the client then reused); a probe must not fail on a stale connection.
+    """
+    import httpx
+
+    return httpx.HTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+
+
 def _recording_transport(evidence: EvidenceGetter) -> httpx.BaseTransport:
     import httpx
 
@@ -56,7 +67,7 @@ def _recording_transport(evidence: EvidenceGetter) -> httpx.BaseTransport:
 
     class RecordingTransport(httpx.BaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx.HTTPTransport()
+            self.inner = _fresh_connections()
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:
             try:

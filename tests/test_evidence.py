@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from pytest_inferaccept.evidence import MAX_EXCHANGES, Evidence, redact
 from pytest_inferaccept.fake import FakeServer
@@ -29,11 +30,8 @@ def test_the_recording_client_keeps_request_status_and_body_without_the_key() ->
 def test_an_unreachable_server_is_recorded_as_an_error() -> None:
     evidence = Evidence()
     with make_client("http://127.0.0.1:9", api_key=None, request_timeout=2, connect_timeout=1,
-                     evidence=lambda: evidence) as client:
-        try:
-            client.get("/health")
-        except httpx.ConnectError:
-            pass
+                     evidence=lambda: evidence) as client, pytest.raises(httpx.ConnectError):
+        client.get("/health")
     assert evidence.exchanges[0].error and "ConnectError" in evidence.exchanges[0].error
 
 
@@ -50,6 +48,8 @@ def test_evidence_keeps_the_first_and_latest_exchanges_and_counts_the_rest() -> 
 
 
 def test_secret_looking_keys_are_redacted_in_nested_server_info() -> None:
-    info = {"server_args": {"api_key": "k1", "model": "m", "nested": [{"hf_token": "t"}]}}
+    info = {"server_args": {"api_key": "k1", "model": "m", "nested": [{"hf_token": "t"}]},
+            "usage": {"prompt_tokens": 3, "max_tokens": 8}}
     assert redact(info) == {"server_args": {"api_key": "***", "model": "m",
-                                            "nested": [{"hf_token": "***"}]}}
+                                            "nested": [{"hf_token": "***"}]},
+                            "usage": {"prompt_tokens": 3, "max_tokens": 8}}

@@ -67,5 +67,5 @@ def test_invalid_requests_get_the_openai_error_envelope(fake_server: FakeServer)
 
 
 def test_unknown_fault_names_are_rejected_naming_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="unknown fault.*known: health_lies"):
+    with pytest.raises(ValueError, match=r"unknown fault.*known: health_lies"):
         validate_faults(["made_up"])
