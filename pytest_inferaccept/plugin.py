@@ -149,6 +149,7 @@ def pytest_runtest_makereport(
             if dead:
                 # A connection error is only a symptom; the cause is the server's death.
                 payload["message"] = f"{dead}\n(the test saw: {payload['message'][:500]})"
+                report.longrepr = payload["message"]
         report.user_properties.append(("inferaccept", payload))
     return report
 
