@@ -32,3 +32,11 @@ def test_changed_missing_and_new_checks_are_all_reported() -> None:
     assert "test_chat.py::test_a: expected failed, got passed" in diffs
     assert "test_gone.py::test_z: expected passed, but it did not run" in diffs
     assert any(d.startswith("test_chat.py::test_c: ran (failed) but has no expectation") for d in diffs)
+
+
+def test_a_documented_either_way_outcome_accepts_both_and_survives_recording() -> None:
+    doc = record(RESULTS, None)
+    doc["checks"]["test_chat.py::test_c"] = {"outcome": ["passed", "failed"], "why": "timing"}
+    assert compare(RESULTS, doc) == []
+    again = record(RESULTS, doc)
+    assert again["checks"]["test_chat.py::test_c"] == {"outcome": ["passed", "failed"], "why": "timing"}
