@@ -137,7 +137,9 @@ def pytest_runtest_makereport(
             "evidence": evidence.to_json() if evidence else {},
         }
         if call.excinfo is not None and report.outcome == "failed":
-            payload["message"] = call.excinfo.exconly()[:2000]
+            finding = call.excinfo.errisinstance(CheckFailed)
+            text = str(call.excinfo.value) if finding else call.excinfo.exconly()
+            payload["message"] = text[:2000]
             if call.excinfo.errisinstance(CheckFailed) and item.config.option.tbstyle == "auto":
                 # A check failure is a finding about the server, not a bug in the test code:
                 # show the finding and where it was checked, without the traceback.
