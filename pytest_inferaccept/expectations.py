@@ -31,7 +31,9 @@ def check_id(nodeid: str) -> str:
 def _skip_kind(message: str) -> str:
     """The stable part of a skip reason: 'unsupported: tools' from 'unsupported: tools: HTTP 400 ...'."""
     parts = message.split(":")
-    return ":".join(parts[:2]).strip() if len(parts) > 1 else message.strip()
+    if parts[0].strip() in ("unsupported", "broken") and len(parts) > 1:
+        return ":".join(parts[:2]).strip()
+    return parts[0].strip()
 
 
 def observed(results: Mapping[str, Any]) -> dict[str, dict[str, str]]:
