@@ -41,7 +41,7 @@ def test_generated_requests_never_break_the_server(request: pytest.FixtureReques
     cfg = config_or_exit(request.config)
     harness = Harness.for_test(request, cfg, http_client, model, inferaccept_server, inferaccept_evidence)
     run_seed = _seed(cfg.fuzz_seed)
-    replay = f"replay with {ENV_FUZZ_SEED}={run_seed}"
+    replay = f"replay with --fuzz-seed {run_seed} (or {ENV_FUZZ_SEED}={run_seed})"
     # the envelope is a property of every 4xx here: only lenient lets a foreign error body pass
     policy: PolicyName = "lenient" if cfg.policy == "lenient" else "strict"
     fatal: list[str] = []
