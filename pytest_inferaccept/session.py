@@ -98,10 +98,13 @@ class AcceptanceSession:
             launched = "preset fake"
             embedding_model = embedding_model or "fake-embed"
         elif s.server_preset:
-            from pytest_inferaccept.servers import prepare
+            from pytest_inferaccept.servers import PrepareError, prepare
 
             started = time.monotonic()
-            recipe = prepare(s.server_preset, log=self.log)
+            try:
+                recipe = prepare(s.server_preset, log=self.log)
+            except (PrepareError, OSError) as exc:
+                raise ServerUnavailable(f"could not prepare preset {s.server_preset}: {exc}") from None
             self.log(f"inferaccept: {s.server_preset} prepared in {time.monotonic() - started:.0f}s")
             chat = recipe.chat
             base, _, ready = self._launch("chat", tuple(chat.argv), dict(chat.env),

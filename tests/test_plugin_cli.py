@@ -258,3 +258,19 @@ def test_a_failed_check_shows_the_finding_and_where_without_a_traceback(
     assert "finish_reason 'eos_token' is not allowed" in out
     assert "(checked at " in out and "test_a_failed_check_shows" in out
     assert "raise CheckFailed" not in out
+
+
+def test_a_preset_that_cannot_be_prepared_is_invalid_with_the_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_inferaccept.servers as servers
+
+    def broken(name: str, **_: object) -> None:
+        raise servers.PrepareError(f"step llama-build failed; see {name}.log")
+
+    monkeypatch.setattr(servers, "prepare", broken)
+    pytester.makepyfile(ONE_CHAT_TEST)
+    result = pytester.runpytest_inprocess("--server-preset", "llama-cpp")
+    out = result.stdout.str()
+    assert result.ret == 6
+    assert "could not prepare preset llama-cpp: step llama-build failed" in out
+    assert "VERDICT: INVALID" in out
