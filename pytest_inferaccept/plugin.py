@@ -70,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
             reporter.write_line(line)
 
     config.stash[SESSION_KEY] = AcceptanceSession(settings, log_dir, log)
+    config.pluginmanager.register(_OutcomeCollector(config), "inferaccept-outcomes")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -156,34 +157,31 @@ def pytest_runtest_makereport(
     return report
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect outcomes (in the main process, also under xdist)."""
-    payloads = [v for k, v in report.user_properties if k == "inferaccept"]
-    if not payloads:
-        return
-    config = getattr(report, "config", None) or _CONFIG.get("config")
-    if config is None:
-        return
-    payload = dict(payloads[-1]) if isinstance(payloads[-1], dict) else {}
-    outcome: str = report.outcome
-    if hasattr(report, "wasxfail"):
-        outcome = "xfailed" if report.skipped else "xpassed"
-    message = str(payload.pop("message", "") or "")
-    if report.skipped and isinstance(report.longrepr, tuple):
-        message = str(report.longrepr[2]).removeprefix("Skipped: ")
-    if not message and report.failed:
-        message = report.longreprtext.strip().splitlines()[-1] if report.longreprtext else ""
-    config.stash[SESSION_KEY].record(report.nodeid, report.when, outcome, payload, message,
-                                     report.duration)
+class _OutcomeCollector:
+    """Collects outcomes from reports (in the main process, also under xdist).
 
+    pytest_runtest_logreport receives no config, so this small plugin object carries it.
+    """
 
-_CONFIG: dict[str, pytest.Config] = {}
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Remember the config for report hooks that do not receive it."""
-    _CONFIG["config"] = session.config
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Merge one report phase into the session's outcomes."""
+        payloads = [v for k, v in report.user_properties if k == "inferaccept"]
+        if not payloads:
+            return
+        payload = dict(payloads[-1]) if isinstance(payloads[-1], dict) else {}
+        outcome: str = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        message = str(payload.pop("message", "") or "")
+        if report.skipped and isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if not message and report.failed:
+            message = report.longreprtext.strip().splitlines()[-1] if report.longreprtext else ""
+        self.config.stash[SESSION_KEY].record(report.nodeid, report.when, outcome, payload,
+                                              message, report.duration)
 
 
 def _active(config: pytest.Config) -> bool:
