@@ -12,6 +12,7 @@ AUTH = ["--capabilities", "chat,auth", "--api-key", KEY, "--request-timeout", "5
 
 FAULT_TABLE = [
     ("test_chat", "finish_reason_invalid", "test_chat_completion_has_the_openai_shape"),
+    ("test_chat", "answer_in_reasoning", "test_chat_completion_has_the_openai_shape"),
     ("test_chat", "usage_total_wrong", "test_usage_adds_up_and_respects_max_tokens"),
     ("test_chat", "ignore_n", "test_n_returns_n_choices_indexed_from_zero"),
     ("test_chat", "n_wrong_indices", "test_n_returns_n_choices_indexed_from_zero"),

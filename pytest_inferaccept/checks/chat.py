@@ -60,6 +60,12 @@ def check_chat_completion(body: object) -> list[str]:
                 f"{where}.message.content is {type(content).__name__}, expected a string or null",
                 _show(choice))
         if content is None and not msg.get("tool_calls"):
+            # vLLM #17357: with thinking off, the answer landed in reasoning_content and content
+            # was null; a client reading content gets nothing.
+            elsewhere = next((k for k in ("reasoning_content", "reasoning") if msg.get(k)), None)
+            require(elsewhere is None,
+                    f"{where}.message.content is null and the answer is in {elsewhere} "
+                    "(vLLM #17357): a client reading content gets nothing", _show(choice))
             warnings.append(f"{where}.message.content is null without tool_calls")
         check_finish_reason(choice.get("finish_reason"), where)
         if "logprobs" not in choice:

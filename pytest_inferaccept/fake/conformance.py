@@ -54,6 +54,9 @@ def chat_response(payload: dict[str, Any], faults: frozenset[str]) -> dict[str, 
             choice["finish_reason"] = "eos_token"
         if "n_wrong_indices" in faults:
             choice["index"] = 0
+        msg = choice.get("message") or {}
+        if "answer_in_reasoning" in faults and isinstance(msg.get("content"), str):
+            msg["reasoning_content"], msg["content"] = msg["content"], None
         lp = choice.get("logprobs")
         if "logprobs_mismatch" in faults and lp and lp.get("content"):
             first = lp["content"][0]

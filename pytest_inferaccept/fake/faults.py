@@ -20,6 +20,7 @@ FAULTS: dict[str, str] = {
     "metrics_renamed": "operator metrics renamed: ITL/KV under old vLLM names, TTFT/e2e/queue under "
                        "names no profile knows",
     # chat and streaming conformance
+    "answer_in_reasoning": "content null, the answer in reasoning_content (vLLM #17357)",
     "finish_reason_invalid": "finish_reason 'eos_token' instead of 'stop' or 'length' (TGI #2296)",
     "usage_total_wrong": "usage.total_tokens is not prompt + completion",
     "n_wrong_indices": "with n > 1 every choice has index 0 (LiteLLM, streamed n >= 2)",

@@ -204,6 +204,11 @@ CATALOGUE: tuple[Case, ...] = (
     _case("top_logprobs_without_logprobs", "top_logprobs given while logprobs is false",
           json=_chat(logprobs=False, top_logprobs=2)),
     _case("seed_int64_overflow", "seed 2**64 does not fit in int64", json=_chat(seed=2**64)),
+    _case("logit_bias_bad_key", "a logit_bias key that is not a token id", "either",
+          json=_chat(logit_bias={"not-a-token": 5}),
+          reference="vLLM PR#16529: a bad logit_bias key killed the engine"),
+    _case("logit_bias_out_of_vocab", "a logit_bias token id far outside any vocabulary", "either",
+          json=_chat(logit_bias={"987654321": 100})),
     _case("stream_not_boolean", "stream is the string 'yes'", json=_chat(stream="yes")),
     # --- structured output and tools
     _case("response_format_unknown_type", "response_format type 'xml'",
