@@ -133,6 +133,7 @@ def pytest_runtest_makereport(
         evidence = item.stash.get(EVIDENCE_KEY, None)
         slo = item.stash.get(SLO_KEY, None)
         payload: dict[str, Any] = {
+            "file": item.path.name,
             "capabilities": list(item.stash[CAPABILITY_KEY].names),
             "slo": slo.to_json() if slo else None,
             "evidence": evidence.to_json() if evidence else {},
@@ -180,7 +181,12 @@ class _OutcomeCollector:
             message = str(report.longrepr[2]).removeprefix("Skipped: ")
         if not message and report.failed:
             message = report.longreprtext.strip().splitlines()[-1] if report.longreprtext else ""
-        self.config.stash[SESSION_KEY].record(report.nodeid, report.when, outcome, payload,
+        nodeid = report.nodeid
+        if nodeid.startswith("::"):
+            # A module given with --pyargs from outside the rootdir has no path in its node id;
+            # without one, same-named tests of two modules would merge.
+            nodeid = f"{payload.get('file', '')}{nodeid}"
+        self.config.stash[SESSION_KEY].record(nodeid, report.when, outcome, payload,
                                               message, report.duration)
 
 
