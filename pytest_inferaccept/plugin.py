@@ -192,7 +192,7 @@ class _OutcomeCollector:
 
 def _active(config: pytest.Config) -> bool:
     session = config.stash[SESSION_KEY]
-    return session.settings.targets_server or bool(session.outcomes)
+    return session.settings.targets_server or bool(session.outcomes or session.problems)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -274,3 +274,12 @@ def test_a_preset_that_cannot_be_prepared_is_invalid_with_the_reason(
     assert result.ret == 6
     assert "could not prepare preset llama-cpp: step llama-build failed" in out
     assert "VERDICT: INVALID" in out
+
+
+def test_the_suites_without_any_server_option_say_how_to_name_one(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(ONE_CHAT_TEST)
+    result = pytester.runpytest_inprocess()
+    out = result.stdout.str()
+    assert result.ret == 6
+    assert "no server under test: give --server-url URL, --server-cmd CMD or --server-preset" in out
+    assert "VERDICT: INVALID" in out
