@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 READY_PATHS: tuple[str, ...] = ("/health", "/v1/models")
 
@@ -48,21 +49,27 @@ def probe_ready(base_url: str, paths: Sequence[str] = READY_PATHS, timeout: floa
 
 
 class ServerProcess:
-    """One launched server process (its whole process group), with its log file."""
+    """One launched server process (its whole process group), with its log file.
 
-    def __init__(self, command: str | Sequence[str], *, log_path: Path,
+    With `log_path=None` the process writes to this process's own stdout and stderr (a server
+    run in the foreground).
+    """
+
+    def __init__(self, command: str | Sequence[str], *, log_path: Path | None,
                  env: Mapping[str, str] | None = None) -> None:
         self.command = command if isinstance(command, str) else shlex.join(command)
         self.log_path = log_path
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log_path, "ab")  # noqa: SIM115 - kept open for the life of the process
+        self._log: BinaryIO | None = None
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(log_path, "ab")  # noqa: SIM115 - kept open for the life of the process
         full_env = dict(os.environ)
         full_env.update(env or {})
         argv: Sequence[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else command
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            list(argv), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=full_env, start_new_session=True,
+            list(argv), stdout=self._log, stderr=subprocess.STDOUT if self._log else None,
+            stdin=subprocess.DEVNULL, env=full_env, start_new_session=True,
         )
 
     @property
@@ -76,7 +83,9 @@ class ServerProcess:
         return self.proc.poll()
 
     def tail(self, lines: int = 20) -> str:
-        """Return the last lines of the server's log."""
+        """Return the last lines of the server's log ("" when it has none)."""
+        if self._log is None or self.log_path is None:
+            return ""
         if not self._log.closed:
             self._log.flush()
         try:
@@ -85,12 +94,17 @@ class ServerProcess:
             return ""
         return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
+    def _log_section(self) -> str:
+        if self.log_path is None:
+            return ""
+        return f"\n--- last log lines ({self.log_path}) ---\n{self.tail()}"
+
     def death_message(self) -> str:
         """Describe how the process ended, with the end of its log."""
         code = self.returncode
         how = f"exit code {code}" if code is None or code >= 0 else f"killed by signal {-code}"
         return (f"server command exited ({how}) after {time.monotonic() - self.started_at:.1f}s: "
-                f"{self.command}\n--- last log lines ({self.log_path}) ---\n{self.tail()}")
+                f"{self.command}{self._log_section()}")
 
     def wait_ready(self, base_url: str, *, timeout: float,
                    paths: Sequence[str] = READY_PATHS) -> float:
@@ -107,8 +121,7 @@ class ServerProcess:
                 self.stop()
                 raise LaunchError(
                     f"server not ready after {timeout:.0f}s at {base_url} (last seen: {seen}); "
-                    f"stopped it: {self.command}\n--- last log lines ({self.log_path}) ---\n"
-                    f"{self.tail()}"
+                    f"stopped it: {self.command}{self._log_section()}"
                 )
             time.sleep(0.2)
 
@@ -132,8 +145,9 @@ class ServerProcess:
                 self._signal(signal.SIGKILL)
                 killed, deadline = True, time.monotonic() + 5
             time.sleep(0.05)
-        with contextlib.suppress(OSError):
-            self._log.close()
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
         return self.proc.returncode
 
     def _group_alive(self) -> bool:

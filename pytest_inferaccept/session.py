@@ -144,7 +144,8 @@ class AcceptanceSession:
         return ServerUnderTest(
             base_url=base, model=model, embedding_url=embedding_url,
             embedding_model=embedding_model, served_models=served, required=s.capabilities,
-            version_info=info, log_paths=tuple(p.log_path for p in self.processes),
+            version_info=info,
+            log_paths=tuple(p.log_path for p in self.processes if p.log_path is not None),
             launched=launched, ready_seconds=ready,
         )
 

@@ -10,8 +10,6 @@ import os
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,27 +173,3 @@ class Runner:
             raise PrepareError(
                 f"[{step}] {argv[0]} exited {proc.returncode}; log {log_file}:\n" + "\n".join(tail)
             )
-
-
-def wait_ready(
-    url: str,
-    timeout: float,
-    alive: Callable[[], bool],
-    *,
-    interval: float = 0.25,
-) -> float:
-    """Poll ``url`` until it answers 200; return seconds waited, raise on timeout/death."""
-    started = time.monotonic()
-    while True:
-        waited = time.monotonic() - started
-        if not alive():
-            raise RuntimeError(f"server exited before {url} became ready ({waited:.1f} s)")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return waited
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        if waited > timeout:
-            raise TimeoutError(f"{url} not ready after {timeout:.0f} s")
-        time.sleep(interval)

@@ -6,13 +6,13 @@ import hashlib
 import os
 import platform
 import shutil
-import socket
-import subprocess
 import sys
 import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+
+from pytest_inferaccept.launcher import LaunchError, ServerProcess, free_port
 
 from ._cache import (
     Log,
@@ -26,7 +26,6 @@ from ._cache import (
     sha256_file,
     step_is_done,
     verify_file,
-    wait_ready,
 )
 from ._specs import (
     HOST,
@@ -94,14 +93,6 @@ def llama_cmake_flags(machine: str | None = None) -> tuple[str, ...]:
     if machine in ("x86_64", "amd64"):
         return (*LLAMA_CMAKE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
     return LLAMA_CMAKE_FLAGS
-
-
-def free_port() -> int:
-    """A loopback TCP port that is free right now."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _base_python() -> str:
@@ -211,18 +202,15 @@ class Preparer:
         argv = [str(self.lay.llama_server), "-m", str(self.lay.smollm2_gguf), "-c", "512"]
         argv += ["--host", HOST, "--port", str(port)]
         log_file = self.lay.logs / "llama-build.log"
-        with log_file.open("a") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-            try:
-                waited = wait_ready(f"http://{HOST}:{port}/health", 60, lambda: proc.poll() is None)
-            except (RuntimeError, TimeoutError) as exc:
-                raise PrepareError(
-                    f"[llama-build] smoke test failed (exit {proc.poll()}): {exc}; log {log_file}"
-                ) from exc
-            finally:
-                if proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(timeout=30)
+        proc = ServerProcess(argv, log_path=log_file)
+        try:
+            waited = proc.wait_ready(f"http://{HOST}:{port}", timeout=60, paths=("/health",))
+        except LaunchError as exc:
+            raise PrepareError(
+                f"[llama-build] smoke test failed (exit {proc.returncode}): {exc}; log {log_file}"
+            ) from exc
+        finally:
+            proc.stop(grace=30.0)
         self.log(f"[llama-build] smoke test: llama-server loaded SmolLM2 in {waited:.1f} s")
 
     def _smollm2_gguf(self) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
-import subprocess
 import time
-from collections.abc import Callable
 from types import FrameType
 
-from ._cache import Log, wait_ready
+from pytest_inferaccept.launcher import LaunchError, ServerProcess
+
+from ._cache import Log
 from ._specs import HOST, PORT, ProcessSpec
 
 
@@ -25,25 +24,6 @@ def shell_command(spec: ProcessSpec) -> str:
     return " ".join([*prefix, *(quote(arg) for arg in spec.argv)])
 
 
-def _stop(proc: subprocess.Popen[bytes], log: Log, grace: float = 20.0) -> None:
-    """SIGTERM the child's process group, then SIGKILL it after ``grace`` seconds."""
-    if proc.poll() is not None:
-        return
-    log(f"stopping pid {proc.pid}")
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
-
-
-def _alive(proc: subprocess.Popen[bytes]) -> Callable[[], bool]:
-    return lambda: proc.poll() is None
-
-
 class _Stop(Exception):
     """Raised from the signal handler to leave the wait loop."""
 
@@ -55,31 +35,33 @@ def serve(specs: list[tuple[ProcessSpec, int]], log: Log) -> int:
         raise _Stop(signal.Signals(signum).name)
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[ServerProcess] = []
     try:
         for spec, port in specs:
             argv = spec.argv_for(port)
             log(f"starting on {HOST}:{port}: {shlex.join(argv)}")
-            # Own session/process group: vLLM forks engine workers that must stop with it.
-            proc = subprocess.Popen(argv, env={**os.environ, **spec.env}, start_new_session=True)
+            # Own process group (ServerProcess): vLLM forks engine workers that must stop with it.
+            proc = ServerProcess(argv, log_path=None, env=spec.env)
             procs.append(proc)
-            url = f"http://{HOST}:{port}{spec.ready_path}"
-            waited = wait_ready(url, spec.ready_timeout, _alive(proc))
+            waited = proc.wait_ready(f"http://{HOST}:{port}", timeout=spec.ready_timeout,
+                                     paths=(spec.ready_path,))
             log(f"ready in {waited:.1f} s: http://{HOST}:{port}/v1 model {spec.served_model!r}")
         log("serving; Ctrl-C or SIGTERM stops all servers")
-        while all(p.poll() is None for p in procs):
+        while all(p.returncode is None for p in procs):
             time.sleep(0.5)
-        dead = [p for p in procs if p.poll() is not None]
+        dead = [p for p in procs if p.returncode is not None]
         log(f"pid {dead[0].pid} exited with {dead[0].returncode}; stopping the rest")
         return 1
     except _Stop as stop:
         log(f"received {stop}")
         return 0
-    except (RuntimeError, TimeoutError) as exc:
+    except LaunchError as exc:
         log(f"error: {exc}")
         return 1
     finally:
         for proc in reversed(procs):
-            _stop(proc, log)
+            if proc.returncode is None:
+                log(f"stopping pid {proc.pid}")
+            proc.stop(grace=20.0)
         for sig, handler in old.items():
             signal.signal(sig, handler)
