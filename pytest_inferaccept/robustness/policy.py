@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pytest_inferaccept.checks.chat import error_envelope
 from pytest_inferaccept.robustness.cases import Case
 from pytest_inferaccept.robustness.config import PolicyName
 
@@ -45,8 +46,8 @@ def error_shape(body: bytes | str) -> Shape:
         data: Any = json.loads(text)
     except ValueError:
         return "not_json"
-    err = data.get("error") if isinstance(data, dict) else None
-    if isinstance(err, dict) and isinstance(err.get("message"), str) and err["message"]:
+    # The catalogue also wants the message to say something: an empty one is not an answer.
+    if error_envelope(data)[0] and data["error"]["message"]:
         return "openai"
     return "other_json"
 
