@@ -258,8 +258,10 @@ def probe_auth(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
     """Without a key, the server must refuse."""
     import httpx
 
+    request = client.build_request("POST", f"{server.api_base}/chat/completions", json=_chat(server))
+    request.headers.pop("Authorization", None)
     try:
-        resp = httpx.post(f"{server.api_base}/chat/completions", json=_chat(server), timeout=30)
+        resp = client.send(request)
     except httpx.HTTPError as exc:
         return _result("auth", "broken", f"request failed: {exc}")
     if resp.status_code in (401, 403):

@@ -10,13 +10,16 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.capabilities import CAPABILITIES, ProbeResult
 from pytest_inferaccept.launcher import LaunchError, ServerProcess, free_port
 from pytest_inferaccept.server import ServerUnavailable, ServerUnderTest, list_models, version_info
 from pytest_inferaccept.settings import Settings
 from pytest_inferaccept.verdict import CheckOutcome, Verdict, decide
+
+if TYPE_CHECKING:
+    import httpx
 
 Log = Callable[[str], None]
 
@@ -78,8 +81,6 @@ class AcceptanceSession:
         return base, proc, ready
 
     def _connect(self) -> ServerUnderTest:
-        import httpx
-
         s = self.settings
         if not s.targets_server:
             raise ServerUnavailable(
@@ -122,9 +123,7 @@ class AcceptanceSession:
                                              ("/health", "/v1/models"), s.ready_timeout, s.server_url)
             launched = proc.command
         assert base is not None
-        timeout = httpx.Timeout(min(s.request_timeout, 10.0), connect=s.connect_timeout)
-        headers = {"Authorization": f"Bearer {s.api_key}"} if s.api_key else {}
-        with httpx.Client(timeout=timeout, headers=headers) as client:
+        with self._client(min(s.request_timeout, 10.0)) as client:
             served = list_models(client, base)
             if served is None and not model:
                 raise ServerUnavailable(
@@ -149,6 +148,14 @@ class AcceptanceSession:
             launched=launched, ready_seconds=ready,
         )
 
+    def _client(self, read_timeout: float) -> httpx.Client:
+        """A client with the key and timeouts of the settings, for the session's own requests."""
+        from pytest_inferaccept.http import make_client
+
+        s = self.settings
+        return make_client("", api_key=s.api_key, request_timeout=read_timeout,
+                           connect_timeout=s.connect_timeout, evidence=lambda: None)
+
     def check_alive(self) -> str | None:
         """None while every launched process runs; else a message (full the first time)."""
         for proc in self.processes:
@@ -172,15 +179,10 @@ class AcceptanceSession:
     def probe(self, capability: str) -> ProbeResult:
         """Probe a capability once per session."""
         if capability not in self.probes:
-            import httpx
-
             from pytest_inferaccept.probes import PROBES
 
             server = self.server()
-            s = self.settings
-            headers = {"Authorization": f"Bearer {s.api_key}"} if s.api_key else {}
-            with httpx.Client(timeout=httpx.Timeout(s.request_timeout, connect=s.connect_timeout),
-                              headers=headers) as client:
+            with self._client(self.settings.request_timeout) as client:
                 self.probes[capability] = PROBES[capability](client, server)
         return self.probes[capability]
 
