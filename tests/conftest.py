@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+# Imported here, once: pytester removes modules a test imported when that test ends, and code
+# run later would then load a second copy of them: the fake server would have two ApiError
+# classes, and httpx (which imports httpcore only when a transport is made) would no longer
+# recognise httpcore's errors and let them escape unmapped.
+import httpcore  # noqa: F401
 import pytest
 
-# Imported here, once: pytester removes modules a test imported when that test ends, and a
-# fake server started later would then load a second copy of its modules (two ApiError classes).
 import pytest_inferaccept.fake.app  # noqa: F401
 from pytest_inferaccept.fake import FakeServer
 
