@@ -7,7 +7,14 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_inferaccept.capabilities import CAPABILITIES, DEFAULT_REQUIRED
-from pytest_inferaccept.settings import API_KEY_ENV, PRESETS, Settings, SettingsError, resolve
+from pytest_inferaccept.settings import (
+    API_KEY_ENV,
+    PRESETS,
+    Settings,
+    SettingsError,
+    resolve,
+    split_condition_list,
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,10 @@ OPTIONS: tuple[_Option, ...] = (
             "comma-separated capabilities the team requires (default: "
             f"{','.join(DEFAULT_REQUIRED)}); allowed: {', '.join(CAPABILITIES)}"),
     _Option("request_timeout", "--request-timeout", "SECONDS",
-            "read timeout for one request (default 60)"),
+            "the longest one request may take, from sending to the end of the answer or "
+            "stream (default 60)"),
+    _Option("max_response_mb", "--max-response-mb", "MB",
+            "the largest answer (or streamed data) read from one request, in MB (default 16)"),
     _Option("connect_timeout", "--connect-timeout", "SECONDS",
             "connect timeout for one request (default 5)"),
     _Option("json_path", "--inferaccept-json", "PATH", "write machine-readable results here"),
@@ -58,6 +68,8 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("long_prompt_words", "--long-prompt-words", "N",
             "words in the over-long prompt; must exceed the context window (200000)"),
 )
+CONDITION_HELP = ("a condition of this run to record with every result, KEY=VALUE (repeatable: "
+                  "--condition gpu=H100x2 --condition tp=2); the ini twin takes lines or a comma list")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -68,12 +80,19 @@ def add_options(parser: pytest.Parser) -> None:
                         default=None, help=opt.help)
         parser.addini(f"inferaccept_{opt.key}", f"{opt.help} (ini twin of {opt.flag})",
                       type="string", default=None)
+    # Repeatable, so it cannot share the loop's single-string shape.
+    group.addoption("--condition", dest="inferaccept_condition", metavar="KEY=VALUE",
+                    action="append", default=None, help=CONDITION_HELP)
+    parser.addini("inferaccept_condition", f"{CONDITION_HELP} (ini twin of --condition)",
+                  type="linelist", default=[])
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
     """Resolve the settings once; a bad value becomes a UsageError."""
 
     def lookup(key: str) -> str | None:
+        if key == "condition":
+            return _conditions(config)
         value = config.getoption(f"inferaccept_{key}")
         if value is None:
             ini = config.getini(f"inferaccept_{key}")
@@ -84,3 +103,10 @@ def settings_from_config(config: pytest.Config) -> Settings:
         return resolve(lookup)
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _conditions(config: pytest.Config) -> str | None:
+    """Declared conditions, one KEY=VALUE a line: the ini's first, the command line's after (they win)."""
+    lines = [part for line in config.getini("inferaccept_condition") for part in split_condition_list(line)]
+    lines += config.getoption("inferaccept_condition") or []
+    return "\n".join(lines) if lines else None

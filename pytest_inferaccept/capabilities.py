@@ -38,6 +38,8 @@ class ProbeResult:
     capability: str
     status: ProbeStatus
     detail: str
+    transient: bool = False
+    """The probe's request failed in transport (refused, reset): not kept for the session."""
 
     def to_json(self) -> dict[str, str]:
         """Return a JSON-serialisable form."""

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_inferaccept.scrub import MASK, Scrubber, secret_key_name
+
 BODY_EXCERPT = 2000
 MAX_EXCHANGES = 12
-# Whole key names (or their last part) only: "hf_token" is a secret, "prompt_tokens" is not.
-_SECRET_KEYS = re.compile(r"(^|[_-])(api[_-]?key|apikey|token|secret|password|passwd|authorization)$",
-                          re.IGNORECASE)
 
 
 def excerpt(data: str | bytes | None, limit: int = BODY_EXCERPT) -> str:
@@ -25,7 +24,7 @@ def excerpt(data: str | bytes | None, limit: int = BODY_EXCERPT) -> str:
 def redact(value: Any) -> Any:
     """Replace values under secret-looking keys in nested JSON data."""
     if isinstance(value, dict):
-        return {k: ("***" if _SECRET_KEYS.search(str(k)) and v else redact(v)) for k, v in value.items()}
+        return {k: (MASK if secret_key_name(k) and v else redact(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
     return value
@@ -42,17 +41,38 @@ class Exchange:
     response_body: str = ""
     elapsed_s: float | None = None
     error: str | None = None
+    request_headers: dict[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+        return {k: v for k, v in self.__dict__.items() if v not in (None, "", {})}
+
+
+# The headers a reader needs to act on a finding (framing, redirects, back-off, who answered);
+# the rest (dates, cookies, the Authorization sent) only add noise or risk.
+_HEADERS_THAT_MATTER = frozenset({
+    "content-type", "content-length", "content-encoding", "transfer-encoding", "location",
+    "retry-after", "server", "x-request-id", "request-id", "www-authenticate", "allow",
+})
+
+
+def headers_that_matter(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The headers worth keeping as evidence (rate-limit headers too), with lower-case names."""
+    kept: dict[str, str] = {}
+    for name, value in headers:
+        low = name.lower()
+        if low in _HEADERS_THAT_MATTER or low.startswith("x-ratelimit"):
+            kept[low] = value
+    return kept
 
 
 @dataclass
 class Evidence:
-    """Everything one test recorded; secrets are scrubbed before anything is stored."""
+    """Everything one test recorded; secrets are scrubbed before anything is stored or cut."""
 
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    scrubber: Scrubber = field(default_factory=Scrubber, repr=False)
     exchanges: list[Exchange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -60,18 +80,25 @@ class Evidence:
     dropped_exchanges: int = 0
     invalid: str | None = None
 
-    def scrub(self, text: str) -> str:
-        """Remove every known secret from a text."""
+    def __post_init__(self) -> None:
         for secret in self.secrets:
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+            self.scrubber.add(secret)
+
+    def scrub(self, text: str) -> str:
+        """Remove every known secret (and secret-shaped value) from a text."""
+        return self.scrubber.text(text)
 
     def add_exchange(self, exchange: Exchange) -> None:
-        """Keep an exchange (the first few and the latest ones)."""
+        """Keep an exchange (the first few and the latest ones), scrubbed, then cut to size."""
         exchange.url = self.scrub(exchange.url)
-        exchange.request_body = self.scrub(exchange.request_body)
-        exchange.response_body = self.scrub(exchange.response_body)
+        exchange.request_body = excerpt(self.scrub(exchange.request_body))
+        exchange.response_body = excerpt(self.scrub(exchange.response_body))
+        if exchange.error:
+            exchange.error = self.scrub(exchange.error)
+        exchange.request_headers = {k: excerpt(self.scrub(v), 300)
+                                    for k, v in exchange.request_headers.items()}
+        exchange.response_headers = {k: excerpt(self.scrub(v), 300)
+                                     for k, v in exchange.response_headers.items()}
         if len(self.exchanges) >= MAX_EXCHANGES:
             self.exchanges.pop(MAX_EXCHANGES // 2)
             self.dropped_exchanges += 1
@@ -88,7 +115,7 @@ class Evidence:
     def record(self, key: str, value: Any) -> None:
         """Record a JSON-serialisable measured value under a key."""
         json.dumps(value)  # fail early on values that cannot travel on a report
-        self.values[key] = redact(value)
+        self.values[key] = self.scrubber.data(redact(value))
 
     def mark_invalid(self, reason: str) -> None:
         """Say that this test could not judge the server (its result makes the verdict INVALID)."""

@@ -55,7 +55,7 @@ def _client(request: pytest.FixtureRequest, base_url: str) -> httpx.Client:
     return make_client(base_url, api_key=settings.api_key,
                        request_timeout=settings.request_timeout,
                        connect_timeout=settings.connect_timeout,
-                       evidence=lambda: _evidence(node))
+                       evidence=lambda: _evidence(node), max_bytes=settings.max_response_bytes)
 
 
 @pytest.fixture
@@ -80,10 +80,16 @@ def openai_client(request: pytest.FixtureRequest,
     """The official OpenAI SDK client configured for the server (no retries, plugin timeouts)."""
     import openai
 
+    from pytest_inferaccept.http import make_sdk_clients
+
     s = request.config.stash[SESSION_KEY].settings
+    # The SDK reads through the plugin's bounded transport: a whole-exchange deadline and a
+    # size cap hold for SDK calls as for the raw probes.
+    bounded = make_sdk_clients(request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
+                               max_bytes=s.max_response_bytes, asynchronous=False)
     client = openai.OpenAI(base_url=inferaccept_server.api_base, api_key=s.api_key or "none",
                            timeout=openai.Timeout(s.request_timeout, connect=s.connect_timeout),
-                           max_retries=0)
+                           max_retries=0, http_client=bounded)
     yield client
     client.close()
 
@@ -94,12 +100,16 @@ async def async_openai_client(request: pytest.FixtureRequest,
     """The official async OpenAI SDK client configured for the server (needs an async runner)."""
     import openai
 
+    from pytest_inferaccept.http import make_sdk_clients
+
     s = request.config.stash[SESSION_KEY].settings
+    bounded = make_sdk_clients(request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
+                               max_bytes=s.max_response_bytes, asynchronous=True)
     client = openai.AsyncOpenAI(base_url=inferaccept_server.api_base,
                                 api_key=s.api_key or "none",
                                 timeout=openai.Timeout(s.request_timeout,
                                                        connect=s.connect_timeout),
-                                max_retries=0)
+                                max_retries=0, http_client=bounded)
     yield client
     await client.close()
 

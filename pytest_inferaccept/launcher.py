@@ -8,6 +8,8 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -16,6 +18,35 @@ from pathlib import Path
 from typing import BinaryIO
 
 READY_PATHS: tuple[str, ...] = ("/health", "/v1/models")
+
+# The watchdog: a tiny process that holds the read end of a pipe whose write end only this
+# (the launching) process holds. When this process ends in any way, SIGKILL included, the pipe
+# reads EOF and the watchdog ends the server's process group: SIGTERM, then SIGKILL.
+_WATCHDOG = """
+import os, signal, sys, time
+pgid = int(sys.argv[1])
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+sys.stdin.buffer.read()
+def alive():
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+    if not alive():
+        break
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        break
+    end = time.monotonic() + wait
+    while alive() and time.monotonic() < end:
+        time.sleep(0.05)
+"""
 
 
 class LaunchError(RuntimeError):
@@ -67,10 +98,16 @@ class ServerProcess:
         full_env.update(env or {})
         argv: Sequence[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else command
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(
-            list(argv), stdout=self._log, stderr=subprocess.STDOUT if self._log else None,
-            stdin=subprocess.DEVNULL, env=full_env, start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                list(argv), stdout=self._log, stderr=subprocess.STDOUT if self._log else None,
+                stdin=subprocess.DEVNULL, env=full_env, start_new_session=True,
+            )
+        except OSError:
+            if self._log is not None:
+                self._log.close()
+            raise
+        self._watchdog = _start_watchdog(self.proc.pid)
 
     @property
     def pid(self) -> int:
@@ -133,7 +170,8 @@ class ServerProcess:
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self._signal(signal.SIGKILL)
-                self.proc.wait(5)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(5)
         # Children that outlived the leader (sh -c forks the real server) must go too; wait
         # until the group is empty so that "stopped" means no process is left.
         deadline = time.monotonic() + grace
@@ -148,7 +186,19 @@ class ServerProcess:
         if self._log is not None:
             with contextlib.suppress(OSError):
                 self._log.close()
+        self._release_watchdog()
         return self.proc.returncode
+
+    def _release_watchdog(self) -> None:
+        """Close the watchdog's pipe: it finds the group gone (or ends it) and exits."""
+        dog = self._watchdog
+        if dog is None:
+            return
+        with contextlib.suppress(OSError):
+            if dog.stdin is not None:
+                dog.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            dog.wait(20)
 
     def _group_alive(self) -> bool:
         try:
@@ -162,3 +212,50 @@ class ServerProcess:
     def _signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
+
+
+def _start_watchdog(pgid: int) -> subprocess.Popen[bytes] | None:
+    """Start the process that ends group `pgid` once this process is gone (None if it cannot)."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None
+
+
+class StopSignals:
+    """While active, SIGTERM and SIGHUP interrupt the run like Ctrl-C does.
+
+    A cancelled CI job sends SIGTERM; without a handler Python dies at once and pytest's
+    cleanup, which stops the launched servers and writes the results, never runs. Turning the
+    signal into KeyboardInterrupt runs that cleanup; a second signal while it runs is ignored.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, object] = {}
+        self.received: str | None = None
+
+    def install(self) -> None:
+        """Install the handlers (only the main thread may; elsewhere this does nothing)."""
+        if self._previous or threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.received is not None:
+            return
+        self.received = signal.Signals(signum).name
+        raise KeyboardInterrupt(f"{self.received} received")
+
+    def uninstall(self) -> None:
+        """Put the previous handlers back."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, handler in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import tempfile
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,7 @@ from pytest_inferaccept.session import AcceptanceSession
 from pytest_inferaccept.verdict import EXIT_CODES, Verdict
 
 _VERDICT_KEY = pytest.StashKey[Verdict]()
+_PAYLOAD_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,7 +59,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", SLO_SIGNATURE)
     config.addinivalue_line("markers", CAPABILITY_SIGNATURE)
     settings = _options.settings_from_config(config)
-    log_dir = Path(tempfile.gettempdir()) / "pytest-inferaccept"
+    # Each run logs into its own directory: a death message must never quote an earlier run.
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_dir = Path(tempfile.gettempdir()) / "pytest-inferaccept" / f"run-{stamp}-{os.getpid()}"
 
     def log(line: str) -> None:
         # Launch progress must reach the user even while pytest captures test output.
@@ -101,7 +107,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if not item.stash.get(ACCEPTANCE_KEY, False):
         return
     session = item.config.stash[SESSION_KEY]
-    item.stash[EVIDENCE_KEY] = Evidence(secrets=(session.settings.api_key or "",))
+    item.stash[EVIDENCE_KEY] = Evidence(scrubber=session.scrubber)
     caps = item.stash[CAPABILITY_KEY]
     if not (caps.names or set(getattr(item, "fixturenames", ())) & SERVER_FIXTURES):
         return
@@ -126,8 +132,14 @@ def pytest_runtest_makereport(
 ) -> Generator[None, Any, pytest.TestReport]:
     """Attach the test's inferaccept data to its report, so it survives xdist and junitxml."""
     report: pytest.TestReport = yield
-    if not item.stash.get(ACCEPTANCE_KEY, False):
-        return report
+    session = item.config.stash[SESSION_KEY]
+    if item.stash.get(ACCEPTANCE_KEY, False):
+        _attach_payload(item, call, report)
+    _scrub_report(report, session.scrubber)
+    return report
+
+
+def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
     decisive = report.when == "call" or report.outcome != "passed"
     if decisive:
         evidence = item.stash.get(EVIDENCE_KEY, None)
@@ -139,23 +151,47 @@ def pytest_runtest_makereport(
             "evidence": evidence.to_json() if evidence else {},
         }
         if call.excinfo is not None and report.outcome == "failed":
+            from pytest_inferaccept.http import bound_finding
+
             finding = call.excinfo.errisinstance(CheckFailed)
-            text = str(call.excinfo.value) if finding else call.excinfo.exconly()
-            payload["message"] = text[:2000]
-            if call.excinfo.errisinstance(CheckFailed) and item.config.option.tbstyle == "auto":
-                # A check failure is a finding about the server, not a bug in the test code:
-                # show the finding and where it was checked, without the traceback.
+            bound = bound_finding(call.excinfo.value)
+            text = str(call.excinfo.value) if finding else bound or call.excinfo.exconly()
+            payload["message"] = text
+            if (finding or bound) and item.config.option.tbstyle == "auto":
+                # A finding about the server, not a bug in the test code: show the finding and
+                # where it was checked, without the traceback.
                 frames = [e for e in call.excinfo.traceback if e.path == item.path]
                 where = frames[-1] if frames else call.excinfo.traceback[-1]
-                report.longrepr = (f"{call.excinfo.value}\n\n"
-                                   f"(checked at {where.path}:{where.lineno + 1})")
+                report.longrepr = f"{text}\n\n(checked at {where.path}:{where.lineno + 1})"
             dead = item.config.stash[SESSION_KEY].check_alive()
             if dead:
                 # A connection error is only a symptom; the cause is the server's death.
                 payload["message"] = f"{dead}\n(the test saw: {payload['message'][:500]})"
                 report.longrepr = payload["message"]
+        scrubber = item.config.stash[SESSION_KEY].scrubber
+        payload = scrubber.data(payload)
+        payload["message"] = str(payload.get("message", ""))[:2000] or None
+        if payload["message"] is None:
+            del payload["message"]
+        item.stash[_PAYLOAD_KEY] = payload
         report.user_properties.append(("inferaccept", payload))
-    return report
+    if report.when == "teardown" and _PAYLOAD_KEY in item.stash:
+        # junitxml writes the properties of the teardown report: the payload goes there as JSON.
+        report.user_properties.append(("inferaccept_json", json.dumps(item.stash[_PAYLOAD_KEY],
+                                                                      default=str)))
+
+
+def _scrub_report(report: pytest.TestReport, scrubber: Any) -> None:
+    """Remove secrets from what pytest prints and writes of a report: failure text, output."""
+    longrepr = report.longrepr
+    if longrepr is not None and report.failed:
+        text = report.longreprtext
+        clean = scrubber.text(text)
+        if clean != text:
+            report.longrepr = clean
+    elif isinstance(longrepr, tuple) and len(longrepr) == 3:
+        report.longrepr = (longrepr[0], longrepr[1], scrubber.text(str(longrepr[2])))
+    report.sections = [(title, scrubber.text(content)) for title, content in report.sections]
 
 
 class _OutcomeCollector:
@@ -169,10 +205,14 @@ class _OutcomeCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Merge one report phase into the session's outcomes."""
-        payloads = [v for k, v in report.user_properties if k == "inferaccept"]
+        payloads = [v for k, v in report.user_properties if k == "inferaccept" and isinstance(v, dict)]
         if not payloads:
+            if report.failed and not any(k == "inferaccept_json" for k, _ in report.user_properties):
+                # Outside the verdict, but a failure all the same: the exit status keeps it.
+                what = "failed" if report.when == "call" else f"error in {report.when}"
+                self.config.stash[SESSION_KEY].other_failures.append(f"{report.nodeid} {what}")
             return
-        payload = dict(payloads[-1]) if isinstance(payloads[-1], dict) else {}
+        payload = dict(payloads[-1])
         outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
@@ -188,6 +228,12 @@ class _OutcomeCollector:
             nodeid = f"{payload.get('file', '')}{nodeid}"
         self.config.stash[SESSION_KEY].record(nodeid, report.when, outcome, payload,
                                               message, report.duration)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A collection error is a failure outside the verdict (kept in the exit status)."""
+        if report.failed:
+            self.config.stash[SESSION_KEY].other_failures.append(
+                f"{report.nodeid or '<session>'} could not be collected")
 
 
 def _active(config: pytest.Config) -> bool:
@@ -207,14 +253,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     state.finished_at = _now()
     if int(exitstatus) == pytest.ExitCode.INTERRUPTED:
-        state.problems.append("the run was interrupted before every check ran")
+        why = f" ({state.signals.received})" if state.signals.received else ""
+        state.problems.append(f"the run was interrupted{why} before every check ran")
     verdict = state.verdict()
     config.stash[_VERDICT_KEY] = verdict
-    path = state.settings.json_path
-    if path is not None:
-        results.write(path, results.build(state, verdict))
     if int(exitstatus) in (0, 1, 5, EXIT_CODES["INVALID"]):
-        session.exitstatus = verdict.exit_code
+        # The verdict may raise pytest's status, never lower it: a failure outside the
+        # acceptance checks still fails the run.
+        own = 0 if int(exitstatus) == pytest.ExitCode.NO_TESTS_COLLECTED else int(exitstatus)
+        session.exitstatus = max(verdict.exit_code, own)
+    state.exit_status = int(session.exitstatus)
+    path = state.settings.json_path
+    document = state.scrubber.data(results.build(state, verdict))
+    if path is not None:
+        results.write(path, document)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -225,5 +277,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from pytest_inferaccept.summary import lines
 
     terminalreporter.section("inferaccept")
-    for text, markup in lines(config.stash[SESSION_KEY], verdict):
-        terminalreporter.write_line(text, **markup)
+    state = config.stash[SESSION_KEY]
+    for text, markup in lines(state, verdict):
+        terminalreporter.write_line(state.scrubber.text(text), **markup)

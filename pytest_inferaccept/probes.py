@@ -45,6 +45,19 @@ def _result(cap: str, status: ProbeStatus, detail: str) -> ProbeResult:
     return ProbeResult(capability=cap, status=status, detail=detail)
 
 
+def _failed(cap: str, what: str, exc: Exception) -> ProbeResult:
+    """A probe whose request failed in transport: broken, and not cached when it may be a blip."""
+    import httpx
+
+    from pytest_inferaccept.http import bound_finding
+
+    # A refused or reset connection may pass; a timeout or a bound crossed would repeat.
+    blip = isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException) \
+        and bound_finding(exc) is None
+    return ProbeResult(capability=cap, status="broken", detail=f"{what}: {type(exc).__name__}: {exc}",
+                       transient=blip)
+
+
 def _classify(cap: str, resp: httpx.Response) -> ProbeResult | None:
     """Turn a non-2xx answer into unsupported (4xx) or broken (5xx); None for 2xx."""
     if 200 <= resp.status_code < 300:
@@ -59,7 +72,7 @@ def _post(client: httpx.Client, cap: str, url: str, body: dict[str, Any]) -> Pro
     try:
         resp = client.post(url, json=body)
     except httpx.HTTPError as exc:
-        return _result(cap, "broken", f"request failed: {type(exc).__name__}: {exc}")
+        return _failed(cap, "request failed", exc)
     return _classify(cap, resp) or resp
 
 
@@ -107,7 +120,7 @@ def probe_stream(client: httpx.Client, server: ServerUnderTest, cap: str = "stre
             ctype = resp.headers.get("content-type", "")
             text = resp.read().decode("utf-8", "replace")
     except httpx.HTTPError as exc:
-        return _result(cap, "broken", f"stream failed: {type(exc).__name__}: {exc}")
+        return _failed(cap, "stream failed", exc)
     events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
     if "text/event-stream" not in ctype or not events:
         return _result(cap, "unsupported",
@@ -245,13 +258,16 @@ def probe_metrics(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
     import httpx
 
     try:
-        resp = client.get(f"{server.base_url}/metrics")
+        # Followed as a Prometheus scraper follows it (a LiteLLM gateway answers 307 to /metrics/).
+        resp = client.get(f"{server.base_url}/metrics", follow_redirects=True)
     except httpx.HTTPError as exc:
-        return _result("metrics", "broken", f"request failed: {exc}")
+        return _failed("metrics", "request failed", exc)
     bad = _classify("metrics", resp)
     if bad:
         return bad
-    return _result("metrics", "supported", f"HTTP 200, {len(resp.text)} chars")
+    hops = "".join(f"{r.status_code} to {r.headers.get('location', '?')}, " for r in resp.history)
+    moved = f"after a redirect ({hops.rstrip(', ')}) " if hops else ""
+    return _result("metrics", "supported", f"{moved}HTTP 200, {len(resp.text)} chars")
 
 
 def probe_auth(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
@@ -263,7 +279,7 @@ def probe_auth(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
     try:
         resp = client.send(request)
     except httpx.HTTPError as exc:
-        return _result("auth", "broken", f"request failed: {exc}")
+        return _failed("auth", "request failed", exc)
     if resp.status_code in (401, 403):
         return _result("auth", "supported", f"no key → {resp.status_code}")
     return _result("auth", "unsupported", f"no key → {resp.status_code} (key not enforced)")

@@ -6,10 +6,12 @@ import json
 import os
 import platform
 import socket
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pytest_inferaccept import __version__
+from pytest_inferaccept.scrub import MASK, secret_key_name
 from pytest_inferaccept.session import AcceptanceSession, _now
 from pytest_inferaccept.verdict import Verdict
 
@@ -31,12 +33,33 @@ def build(session: AcceptanceSession, verdict: Verdict) -> dict[str, Any]:
             "started_at": session.started_at,
             "finished_at": session.finished_at or _now(),
             "settings": session.settings.describe(),
+            "pytest_version": _version_of("pytest"),
+            "load_average": _load_average(),
+            "declared": {key: (MASK if secret_key_name(key) else value)
+                         for key, value in session.settings.conditions},
         },
         "server": server.to_json() if server else None,
         "problems": list(session.problems),
+        "other_failures": list(session.other_failures),
+        "exit_status": session.exit_status,
         "capabilities": session.capability_matrix(),
         "tests": list(session.outcomes.values()),
     }
+
+
+def _version_of(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _load_average() -> list[float] | None:
+    # How busy the client was: a loaded client skews every timing it took. Not on Windows.
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def write(path: Path, document: dict[str, Any]) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.capabilities import CAPABILITIES, ProbeResult
-from pytest_inferaccept.launcher import LaunchError, ServerProcess, free_port
+from pytest_inferaccept.launcher import LaunchError, ServerProcess, StopSignals, free_port
+from pytest_inferaccept.scrub import Scrubber, url_password
 from pytest_inferaccept.server import ServerUnavailable, ServerUnderTest, list_models, version_info
 from pytest_inferaccept.settings import Settings
 from pytest_inferaccept.verdict import CheckOutcome, Verdict, decide
@@ -34,8 +35,14 @@ class AcceptanceSession:
     def __init__(self, settings: Settings, log_dir: Path, log: Log = print) -> None:
         self.settings = settings
         self.log_dir = log_dir
-        self.log = log
+        self.scrubber = Scrubber([settings.api_key, url_password(settings.server_url or ""),
+                                  url_password(settings.embedding_url or "")])
+        self._log = log
         self.processes: list[ServerProcess] = []
+        self.signals = StopSignals()
+        self.other_failures: list[str] = []
+        """Tests outside the acceptance verdict that failed or errored, and collection errors."""
+        self.exit_status: int | None = None
         self._server: ServerUnderTest | None = None
         self._failure: str | None = None
         self.problems: list[str] = []
@@ -44,6 +51,10 @@ class AcceptanceSession:
         self.started_at = _now()
         self.finished_at: str | None = None
         self.death: str | None = None
+
+    def log(self, line: str) -> None:
+        """Show a progress line to the user, scrubbed."""
+        self._log(self.scrubber.text(line))
 
     # --- the server -------------------------------------------------------------------------
 
@@ -56,7 +67,13 @@ class AcceptanceSession:
         try:
             self._server = self._connect()
         except (ServerUnavailable, LaunchError) as exc:
-            self._failure = str(exc)
+            self._failure = self.scrubber.text(str(exc))
+            self.problems.append(self._failure.splitlines()[0])
+            self.stop()
+            raise ServerUnavailable(self._failure) from None
+        except OSError as exc:
+            # An unwritable log, a missing binary: the run cannot judge the server, once.
+            self._failure = self.scrubber.text(f"could not launch the server: {exc}")
             self.problems.append(self._failure.splitlines()[0])
             self.stop()
             raise ServerUnavailable(self._failure) from None
@@ -73,6 +90,7 @@ class AcceptanceSession:
         base = url or f"http://127.0.0.1:{port}"
         log_path = self.settings.server_log if (name == "chat" and self.settings.server_log) \
             else self.log_dir / f"server-{name}.log"
+        self.signals.install()
         proc = ServerProcess(command, log_path=log_path, env=env)
         self.processes.append(proc)
         self.log(f"inferaccept: started {name} server (pid {proc.pid}), log {log_path}")
@@ -121,7 +139,7 @@ class AcceptanceSession:
         elif s.server_cmd:
             base, proc, ready = self._launch("chat", s.server_cmd, {},
                                              ("/health", "/v1/models"), s.ready_timeout, s.server_url)
-            launched = proc.command
+            launched = self.scrubber.text(proc.command)
         assert base is not None
         with self._client(min(s.request_timeout, 10.0)) as client:
             served = list_models(client, base)
@@ -154,25 +172,33 @@ class AcceptanceSession:
 
         s = self.settings
         return make_client("", api_key=s.api_key, request_timeout=read_timeout,
-                           connect_timeout=s.connect_timeout, evidence=lambda: None)
+                           connect_timeout=s.connect_timeout, evidence=lambda: None,
+                           max_bytes=s.max_response_bytes)
 
     def check_alive(self) -> str | None:
         """None while every launched process runs; else a message (full the first time)."""
         for proc in self.processes:
             if proc.returncode is not None:
                 if self.death is None:
-                    self.death = proc.death_message()
+                    self.death = self.scrubber.text(proc.death_message())
                     return self.death
                 return f"server under test is gone ({self.death.splitlines()[0]})"
         return None
 
     def stop(self) -> None:
-        """Stop every process this session launched."""
+        """Stop every process this session launched, each even when stopping another failed."""
+        failures: list[str] = []
         for proc in self.processes:
-            if proc.returncode is None:
-                proc.stop()
-            else:
-                proc.stop(grace=0)
+            try:
+                if proc.returncode is None:
+                    proc.stop()
+                else:
+                    proc.stop(grace=0)
+            except Exception as exc:  # the others must still be stopped
+                failures.append(f"could not stop pid {proc.pid}: {type(exc).__name__}: {exc}")
+        self.signals.uninstall()
+        for failure in failures:
+            self.log(f"inferaccept: {failure}")
 
     # --- capabilities -----------------------------------------------------------------------
 
@@ -183,7 +209,10 @@ class AcceptanceSession:
 
             server = self.server()
             with self._client(self.settings.request_timeout) as client:
-                self.probes[capability] = PROBES[capability](client, server)
+                result = PROBES[capability](client, server)
+            if result.transient:
+                return result  # a refused or reset connection may pass: probe again next time
+            self.probes[capability] = result
         return self.probes[capability]
 
     def is_required(self, capability: str) -> bool:
@@ -243,4 +272,9 @@ class AcceptanceSession:
                         warnings=tuple(e.get("evidence", {}).get("warnings", ())))
             for e in self.outcomes.values()
         ]
-        return decide(outcomes, self.problems)
+        warnings = [
+            f"optional capability {name} is broken (its tests were skipped): {probe.detail}"
+            for name, probe in self.probes.items()
+            if probe.status == "broken" and not self.is_required(name)
+        ]
+        return decide(outcomes, self.problems, extra_warnings=warnings)

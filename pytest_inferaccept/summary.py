@@ -35,4 +35,10 @@ def lines(session: AcceptanceSession, verdict: Verdict) -> list[Line]:
         out.append((f"  … and {len(verdict.reasons) - MAX_REASONS} more", {}))
     for warning in verdict.warnings[:MAX_REASONS]:
         out.append((f"  warning: {warning[:200]}", {"yellow": True}))
+    others = session.other_failures
+    if others:
+        # The verdict judges the acceptance checks only; these still fail the run (exit status).
+        out.append((f"outside the acceptance verdict: {', '.join(others[:MAX_REASONS])}"
+                    + (f" … and {len(others) - MAX_REASONS} more" if len(others) > MAX_REASONS else ""),
+                    {"red": True}))
     return out

@@ -45,7 +45,8 @@ class Verdict:
                 "warnings": list(self.warnings), "counts": dict(self.counts)}
 
 
-def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = ()) -> Verdict:
+def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = (),
+           extra_warnings: Sequence[str] = ()) -> Verdict:
     """Decide the verdict.
 
     INVALID when the run could not judge the server: a session problem (unreachable, never
@@ -55,7 +56,7 @@ def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = ()) -> Ve
     counts: dict[str, int] = {}
     for item in outcomes:
         counts[item.outcome] = counts.get(item.outcome, 0) + 1
-    warnings = tuple(w for item in outcomes for w in item.warnings)
+    warnings = tuple(w for item in outcomes for w in item.warnings) + tuple(extra_warnings)
     if problems:
         return Verdict(status="INVALID", reasons=tuple(problems), warnings=warnings, counts=counts)
     invalid = [f"{o.nodeid}: {o.invalid_reason or o.message}" for o in outcomes if o.invalid]

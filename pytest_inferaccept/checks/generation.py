@@ -77,7 +77,7 @@ def stream_chat(client: httpx.Client, body: dict[str, Any]) -> ChatResult:
             resp.read()
             fail(f"streamed chat completion answered HTTP {resp.status_code}, expected 200",
                  f"request: {excerpt(json.dumps(body), 400)}\nbody: {excerpt(resp.text, 600)}")
-        stream = read_sse(resp.iter_raw())
+        stream = read_sse(resp.iter_bytes())
     raw = stream.raw.decode("utf-8", "replace")
     chunks = stream.chunks()
     errors = [c["error"] for c in chunks if "error" in c]

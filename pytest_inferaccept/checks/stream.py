@@ -188,4 +188,4 @@ def open_stream(client: httpx.Client, path: str, body: Mapping[str, Any]) -> tup
             resp.read()
             fail(f"streamed request to {path} answered {resp.status_code}, expected 200",
                  excerpt(resp.text, 400))
-        return resp.headers.get("content-type", ""), read_sse(resp.iter_raw())
+        return resp.headers.get("content-type", ""), read_sse(resp.iter_bytes())

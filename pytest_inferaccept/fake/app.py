@@ -109,6 +109,8 @@ async def metrics(request: web.Request) -> web.Response:
     faults = state.config.faults
     if "metrics_missing" in faults:
         return web.Response(status=404, text="not found")
+    if "metrics_redirect" in faults and not request.path.endswith("/"):
+        raise web.HTTPTemporaryRedirect("/metrics/")
     if "metrics_invalid" in faults:
         return web.Response(text="vllm:num_requests_running{ 1 oops\n# TYPE\n",
                             content_type="text/plain")
@@ -197,6 +199,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if "reject_bounds" in cfg.faults and body.get("top_p") in (0, 1):
         raise ApiError(422, "`top_p` must be > 0.0 and < 1.0", type="validation", param="top_p")  # TGI #2222
     early = await hostile.over_context(request, body, cfg.context_window, cfg.faults)
+    if early is None:
+        early = await hostile.unbounded(request, body, cfg.faults)
     if early is not None:
         return early
     body = generation.request_faults(body, cfg.faults)
@@ -269,6 +273,8 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     cfg = state.config
     resp = web.StreamResponse(headers={"Content-Type": conformance.stream_content_type(cfg.faults),
                                        "Cache-Control": "no-cache"})
+    if cfg.gzip_streams:
+        resp.enable_compression(web.ContentCoding.gzip)  # as some gateways do: still valid SSE
     await resp.prepare(request)
     if cfg.faults:
         resp["inferaccept_shaper"] = conformance.StreamShaper(
@@ -443,6 +449,7 @@ def make_app(config: FakeConfig) -> web.Application:
     app.router.add_get("/health", health)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics/", metrics)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)

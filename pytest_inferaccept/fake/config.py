@@ -26,3 +26,5 @@ class FakeConfig:
     exit_after: int | None = None
     """Exit the process after this many completion requests (subprocess mode only)."""
     version: str = "fake 0.1.0"
+    gzip_streams: bool = False
+    """Send streamed chat answers with Content-Encoding: gzip (a gateway's habit; not a fault)."""

@@ -15,6 +15,8 @@ FAULTS: dict[str, str] = {
     "metrics_missing": "/metrics answers 404",
     "metrics_invalid": "/metrics is not valid Prometheus text",
     "metrics_counter_reset": "counters go down between scrapes",
+    "metrics_redirect": "/metrics answers 307 to /metrics/, which serves the text (a LiteLLM gateway; "
+                        "not a defect: a scraper follows it)",
     "models_shape_bad": "/v1/models entries say object 'engine' and created as a date string",
     "version_missing": "no /version endpoint (the server does not identify itself)",
     "metrics_renamed": "operator metrics renamed: ITL/KV under old vLLM names, TTFT/e2e/queue under "
@@ -41,6 +43,9 @@ FAULTS: dict[str, str] = {
     # process-level
     "hang_completions": "chat and completions requests never answer (no headers)",
     "stream_stall": "streams send headers and the role chunk, then nothing",
+    "stream_drip": "streamed answers arrive one byte every 0.5 s (no read ever times out)",
+    "stream_forever": "streams send valid content chunks without end (no finish_reason, no [DONE])",
+    "huge_json": "non-streamed chat answers are a 300 MB JSON document",
     "chat_500": "every chat completion answers 500",
     # capabilities
     "no_tools": "requests with tools are rejected with 400 (tools unsupported)",

@@ -78,3 +78,42 @@ async def over_context(request: web.Request, body: dict[str, Any], context_windo
         await resp.write_eof()
         return resp
     return None
+
+
+async def unbounded(request: web.Request, body: dict[str, Any],
+                    faults: frozenset[str]) -> web.StreamResponse | None:
+    """Answer without bound when a fault asks for it (drip, endless stream, huge body); else None."""
+    streamed = bool(body.get("stream"))
+    if streamed and "stream_drip" in faults:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        chunk = {"id": "chatcmpl-drip", "object": "chat.completion.chunk", "created": 0,
+                 "model": body.get("model"), "choices": [{"index": 0, "delta": {"content": "drip"},
+                                                          "finish_reason": None}]}
+        data = f"data: {json.dumps(chunk)}\n\n".encode()
+        for _ in range(3600):
+            for i in range(len(data)):
+                await resp.write(data[i:i + 1])
+                await asyncio.sleep(0.5)
+        return resp
+    if streamed and "stream_forever" in faults:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        piece = {"id": "chatcmpl-forever", "object": "chat.completion.chunk", "created": 0,
+                 "model": body.get("model"),
+                 "choices": [{"index": 0, "delta": {"content": " and so on"}, "finish_reason": None}]}
+        event = f"data: {json.dumps(piece)}\n\n".encode() * 200
+        while True:  # ended only by the client going away
+            await resp.write(event)
+            await asyncio.sleep(0)
+    if not streamed and "huge_json" in faults:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        await resp.write(b'{"id": "chatcmpl-huge", "object": "chat.completion", "padding": "')
+        block = b"x" * 2**20
+        for _ in range(300):
+            await resp.write(block)
+        await resp.write(b'", "choices": []}')
+        await resp.write_eof()
+        return resp
+    return None
