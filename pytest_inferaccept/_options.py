@@ -67,6 +67,8 @@ OPTIONS: tuple[_Option, ...] = (
             "timeout of the 1-token completion after each bad request (30)"),
     _Option("long_prompt_words", "--long-prompt-words", "N",
             "words in the over-long prompt; must exceed the context window (200000)"),
+    _Option("html_path", "--inferaccept-html", "PATH",
+            "write the go/no-go report here: one self-contained HTML page"),
 )
 CONDITION_HELP = ("a condition of this run to record with every result, KEY=VALUE (repeatable: "
                   "--condition gpu=H100x2 --condition tp=2); the ini twin takes lines or a comma list")

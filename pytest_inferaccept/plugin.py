@@ -77,6 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.stash[SESSION_KEY] = AcceptanceSession(settings, log_dir, log)
     config.pluginmanager.register(_OutcomeCollector(config), "inferaccept-outcomes")
+    from pytest_inferaccept.report.pytest_html import register_if_wanted
+
+    register_if_wanted(config)  # only when pytest-html is installed and writes a report
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -267,6 +270,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     document = state.scrubber.data(results.build(state, verdict))
     if path is not None:
         results.write(path, document)
+    if state.settings.html_path is not None:
+        from pytest_inferaccept.report import write_html
+
+        write_html(state.settings.html_path, document, secrets=state.scrubber.secrets)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -53,6 +53,7 @@ class Settings:
     json_path: Path | None = None
     robustness: robustness_config.RobustnessConfig | None = None
     max_response_bytes: int = 16 * 2**20
+    html_path: Path | None = None
     conditions: tuple[tuple[str, str], ...] = ()
     """Conditions the team declared (--condition KEY=VALUE), in the order given."""
 
@@ -174,6 +175,7 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         json_path=Path(json_raw) if json_raw else None,
         robustness=robustness,
         max_response_bytes=_megabytes("--max-response-mb", lookup("max_response_mb") or "16"),
+        html_path=Path(html_raw) if (html_raw := lookup("html_path")) else None,
         conditions=parse_conditions(lookup("condition")),
     )
 

@@ -21,8 +21,15 @@ from pytest_inferaccept.server import ServerUnderTest
 pytestmark = pytest.mark.capability("metrics")
 
 
-def _scrape(client: httpx.Client) -> Scrape:
-    resp = client.get("/metrics")
+def _scrape(client: httpx.Client, evidence: Evidence) -> Scrape:
+    # Followed as a Prometheus scraper follows it (a LiteLLM gateway answers 307 to /metrics/);
+    # the redirect is kept as a note.
+    resp = client.get("/metrics", follow_redirects=True)
+    for hop in resp.history:
+        note = (f"GET {hop.url.path} answered {hop.status_code} to {hop.headers.get('location', '?')}: "
+                "followed, as a Prometheus scraper does")
+        if note not in evidence.notes:
+            evidence.note(note)
     require(resp.status_code == 200, f"/metrics answered {resp.status_code}, expected 200",
             excerpt(resp.text, 300))
     return parse_metrics(resp.text)
@@ -37,15 +44,15 @@ def _traffic(client: httpx.Client, model: str) -> None:
 
 def test_metrics_is_valid_prometheus_text(http_client: httpx.Client,
                                           inferaccept_evidence: Evidence) -> None:
-    scrape = _scrape(http_client)
+    scrape = _scrape(http_client, inferaccept_evidence)
     inferaccept_evidence.record("metric_families", len({n for n, _ in scrape.samples}))
 
 
 def test_metrics_counters_never_decrease(http_client: httpx.Client, model: str,
                                          inferaccept_evidence: Evidence) -> None:
-    before = _scrape(http_client)
+    before = _scrape(http_client, inferaccept_evidence)
     _traffic(http_client, model)
-    after = _scrape(http_client)
+    after = _scrape(http_client, inferaccept_evidence)
     grew = check_counters_monotonic(before, after)
     inferaccept_evidence.record("counters_grown", grew[:20])
     if not grew:
@@ -57,7 +64,7 @@ def test_metrics_expose_what_operators_rely_on(http_client: httpx.Client, model:
                                                inferaccept_server: ServerUnderTest,
                                                inferaccept_evidence: Evidence) -> None:
     _traffic(http_client, model)  # some servers only expose a series once it has a sample
-    scrape = _scrape(http_client)
+    scrape = _scrape(http_client, inferaccept_evidence)
     profile = detect_profile(scrape.names, inferaccept_server.version_info)
     if profile is None:
         inferaccept_evidence.warn(f"no known server profile ({', '.join(PROFILES)}) matches the metric "

@@ -1,0 +1,85 @@
+"""The go/no-go page: one self-contained HTML file rendered from the results document.
+
+Jinja2 escapes every value the template prints (autoescape on), so nothing a server sends can
+add markup; the page carries no script at all, and its Content-Security-Policy forbids any.
+"""
+
+from __future__ import annotations
+
+import html
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pytest_inferaccept.report.model import load
+from pytest_inferaccept.report.view import build_page
+
+MASK = "***"
+
+
+def _environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("pytest_inferaccept.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _css() -> str:
+    return resources.files("pytest_inferaccept.report").joinpath("templates/report.css").read_text("utf-8")
+
+
+def render(document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> str:
+    """The page for a results document, as HTML text."""
+    from markupsafe import Markup
+
+    from pytest_inferaccept.report.charts import load_charts
+
+    run = load(document)
+    page = build_page(run)
+    # Only two values go in unescaped: the package's own CSS and the SVG charts, which
+    # charts._svg has checked for script.
+    charts = [(caption, Markup(svg)) for caption, svg in load_charts(run)]
+    text: str = _environment().get_template("report.html.j2").render(
+        page=page, charts=charts, css=Markup(_css()))
+    # The document is scrubbed before it gets here; this last pass also catches a secret in the
+    # form the template printed it (escaped).
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK).replace(html.escape(secret), MASK)
+    return text
+
+
+def write(path: Path, document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
+    """Write the page atomically (a half-written file never replaces a good one)."""
+    text = render(document, secrets=secrets)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def summary_fragment(document: dict[str, Any]) -> str:
+    """The verdict, its reasons and the plain-words answer, as an HTML fragment for pytest-html."""
+    page = build_page(load(document))
+    text: str = _environment().get_template("pytest_html_summary.html.j2").render(page=page)
+    return text
+
+
+def evidence_fragment(payload: dict[str, Any], settings: dict[str, Any]) -> str:
+    """One test's evidence (from its report's inferaccept data) as an HTML fragment for pytest-html."""
+    from pytest_inferaccept.report.evidence_view import evidence_view
+    from pytest_inferaccept.report.model import Evidence
+
+    view = evidence_view(Evidence.model_validate(payload.get("evidence") or {}),
+                         authenticated=settings.get("api_key") == "<set>",
+                         max_time=settings.get("request_timeout"))
+    if view.empty:
+        return ""
+    text: str = _environment().get_template("pytest_html_evidence.html.j2").render(ev=view)
+    return text

@@ -1,0 +1,322 @@
+"""The page as data: everything the template prints, derived once from the typed run model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pytest_inferaccept.capabilities import CAPABILITIES
+from pytest_inferaccept.report import words
+from pytest_inferaccept.report.evidence_view import EvidenceView, evidence_view
+from pytest_inferaccept.report.load_table import load_table
+from pytest_inferaccept.report.model import CheckResult, RunDocument
+from pytest_inferaccept.report.units import (
+    fmt_limit,
+    fmt_margin,
+    fmt_number,
+    fmt_value,
+    spec_label,
+    status_class,
+    status_words,
+)
+from pytest_inferaccept.scrub import strip_userinfo
+
+JUDGED_BAD = ("failed", "error", "xpassed")
+MAX_REASONS = 12
+
+
+@dataclass(frozen=True)
+class Link:
+    """A sentence and the anchor of its evidence."""
+
+    text: str
+    href: str
+
+
+@dataclass(frozen=True)
+class CheckView:
+    """One acceptance check as a row, with its evidence when it is a finding."""
+
+    anchor: str
+    nodeid: str
+    suite: str
+    name: str
+    outcome: str
+    message: str
+    headline: str
+    capabilities: str
+    duration: str
+    slo: str
+    evidence: EvidenceView
+    finding: bool
+
+
+@dataclass(frozen=True)
+class SuiteView:
+    """The checks of one test file."""
+
+    name: str
+    checks: tuple[CheckView, ...]
+    counts: str
+
+
+@dataclass(frozen=True)
+class CapabilityView:
+    """One row of the capability matrix."""
+
+    name: str
+    meaning: str
+    required: str
+    status: str
+    probe: str
+    tests: str
+    href: str
+
+
+@dataclass(frozen=True)
+class SloRowView:
+    """One judged SLO limit."""
+
+    check: str
+    href: str
+    load: str
+    key: str
+    limit: str
+    measured: str
+    ci: str
+    n: str
+    margin: str
+    status: str
+    status_class: str
+    message: str
+
+
+@dataclass(frozen=True)
+class LoadView:
+    """A test's load runs as one table: a row per run, a column per measured or self-check value."""
+
+    check: str
+    href: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Page:
+    """Everything the HTML template prints."""
+
+    title: str
+    status: str
+    status_class: str
+    counts: str
+    subtitle: str
+    declared: tuple[tuple[str, str], ...]
+    reasons: tuple[Link, ...]
+    answer: tuple[str, ...]
+    fails: tuple[str, ...]
+    more_reasons: int
+    limitations: tuple[str, ...]
+    warnings: tuple[str, ...]
+    problems: tuple[str, ...]
+    capabilities: tuple[CapabilityView, ...]
+    suites: tuple[SuiteView, ...]
+    findings: tuple[CheckView, ...]
+    slo_rows: tuple[SloRowView, ...]
+    loads: tuple[LoadView, ...]
+    conditions: tuple[tuple[str, str], ...]
+    version_info: str
+    schema: str
+    plugin_version: str
+    charts: list[tuple[str, str]] = field(default_factory=list)
+
+
+def anchor(nodeid: str) -> str:
+    """A stable, unique, HTML-safe id for a test's evidence."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", words.short_name(nodeid)).strip("-")[:60]
+    return f"check-{slug}-{hashlib.sha1(nodeid.encode()).hexdigest()[:8]}"
+
+
+def _suite(test: CheckResult) -> str:
+    if test.file:
+        return test.file
+    return test.nodeid.split("::", 1)[0].rsplit("/", 1)[-1] or "tests"
+
+
+def _is_finding(test: CheckResult) -> bool:
+    return test.outcome in JUDGED_BAD or bool(test.evidence.invalid) or bool(test.evidence.warnings)
+
+
+def _check_view(doc: RunDocument, test: CheckResult) -> CheckView:
+    settings = doc.conditions.settings
+    evidence = evidence_view(test.evidence, authenticated=settings.api_key == "<set>",
+                             max_time=settings.request_timeout)
+    slo = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in (test.slo or {}).items())
+    return CheckView(
+        anchor=anchor(test.nodeid), nodeid=test.nodeid, suite=_suite(test),
+        name=words.short_name(test.nodeid), outcome=test.outcome, message=test.message,
+        headline=words.first_line(test.message), capabilities=", ".join(test.capabilities),
+        duration=f"{test.duration_s:.2f} s", slo=slo, evidence=evidence, finding=_is_finding(test))
+
+
+def _reasons(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[Link, ...]:
+    links: list[Link] = []
+    for reason in doc.verdict.reasons:
+        href = "#checks" if doc.verdict.status == "GO" else "#problems"
+        text = words.first_line(reason)
+        for nodeid, view in checks.items():
+            if reason.startswith((f"{nodeid} ", f"{nodeid}:")) and view.finding:
+                href = f"#{view.anchor}"
+                text = words.first_line(view.name + reason[len(nodeid):])
+                break
+        links.append(Link(text=text, href=href))
+    return tuple(links)
+
+
+def _capabilities(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[CapabilityView, ...]:
+    rows: list[CapabilityView] = []
+    for name, row in doc.capabilities.items():
+        broken = [v for v in checks.values() if name in v.capabilities.split(", ")
+                  and v.outcome in JUDGED_BAD]
+        rows.append(CapabilityView(
+            name=name, meaning=CAPABILITIES.get(name, ""),
+            required="required" if row.required else "probed", status=row.status,
+            probe=row.probe.detail if row.probe else ("not probed: required checks must pass"
+                                                      if row.required else ""),
+            tests=", ".join(f"{count} {outcome}" for outcome, count in sorted(row.tests.items())),
+            href=f"#{broken[0].anchor}" if broken else ""))
+    return tuple(rows)
+
+
+def _suites(checks: list[CheckView]) -> tuple[SuiteView, ...]:
+    grouped: dict[str, list[CheckView]] = {}
+    for check in checks:
+        grouped.setdefault(check.suite, []).append(check)
+    suites: list[SuiteView] = []
+    for name, rows in grouped.items():
+        tally: dict[str, int] = {}
+        for row in rows:
+            tally[row.outcome] = tally.get(row.outcome, 0) + 1
+        counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(tally.items()))
+        suites.append(SuiteView(name=name, checks=tuple(rows), counts=counts))
+    return tuple(suites)
+
+
+def _load_table(test: CheckResult) -> LoadView:
+    columns, rows = load_table(test.load)
+    return LoadView(check=words.short_name(test.nodeid), href=f"#{anchor(test.nodeid)}",
+                    columns=columns, rows=rows)
+
+
+def _load(doc: RunDocument) -> tuple[tuple[SloRowView, ...], tuple[LoadView, ...]]:
+    rows: list[SloRowView] = []
+    loads: list[LoadView] = []
+    for test in doc.tests:
+        if test.load:
+            loads.append(_load_table(test))
+        for run in test.load:
+            label = spec_label(run.spec)
+            name, href = words.short_name(test.nodeid), f"#{anchor(test.nodeid)}"
+            for row in run.slo.rows if run.slo else []:
+                ci = (f"{fmt_value(row.key, row.ci_low)} – {fmt_value(row.key, row.ci_high)}"
+                      if row.ci_low is not None and row.ci_high is not None else "—")
+                needed = f" (about {row.needed_n} needed)" if row.needed_n else ""
+                rows.append(SloRowView(
+                    check=name, href=href, load=label, key=row.key, limit=fmt_limit(row.key, row.limit),
+                    measured=fmt_value(row.key, row.measured), ci=ci,
+                    n=f"{row.n}{needed}" if row.n is not None else "—",
+                    margin=fmt_margin(row.margin),
+                    status=status_words(row.status) + (" (point estimate)" if row.basis == "point_estimate"
+                                                       else ""),
+                    status_class=status_class(row.status), message=row.message))
+    return tuple(rows), tuple(loads)
+
+
+def _duration(start: str, end: str) -> str:
+    try:
+        seconds = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    except ValueError:
+        return ""
+    return f" ({seconds / 60:.1f} min)" if seconds >= 120 else f" ({seconds:.0f} s)"
+
+
+def _version_summary(info: dict[str, object]) -> str:
+    parts: list[str] = []
+    for path, body in info.items():
+        version = body.get("version") if isinstance(body, dict) else None
+        parts.append(f"{path}: {version}" if version else f"{path} answered")
+    return "; ".join(parts) if parts else "not reported by the server"
+
+
+def _conditions(doc: RunDocument) -> tuple[tuple[str, str], ...]:
+    c, s, server = doc.conditions, doc.conditions.settings, doc.server
+    slo_profile = sorted({f"{k} {fmt_limit(k, v)}" for t in doc.tests for k, v in (t.slo or {}).items()})
+    rows: list[tuple[str, str]] = [
+        ("server URL", strip_userinfo(server.base_url if server else (s.server_url or "none given"))),
+        ("model", server.model if server else (s.model or "unknown")),
+    ]
+    if server is not None:
+        rows += [
+            ("served models", ", ".join(server.served_models) or "none listed"),
+            ("server version", _version_summary(server.version_info)),
+            ("how launched", (server.launched or "external server (--server-url)")
+             + (f", ready after {server.ready_seconds:.1f} s" if server.ready_seconds else "")),
+        ]
+        if server.embedding_model or server.embedding_url != server.base_url:
+            rows.append(("embeddings", f"{server.embedding_model or 'no model'} at "
+                                       f"{strip_userinfo(server.embedding_url or server.base_url)}"))
+        if server.log_paths:
+            rows.append(("server log", ", ".join(server.log_paths)))
+    rows += [
+        ("capabilities required", ", ".join(s.capabilities_required) or "none"),
+        ("SLO profile", "; ".join(slo_profile) or "no SLO declared"),
+        ("API key", "set (never written)" if s.api_key else "none"),
+        ("timeouts", f"request {fmt_number(s.request_timeout)} s, connect {fmt_number(s.connect_timeout)} s"),
+        ("plugin", f"pytest-inferaccept {c.plugin_version}"),
+        ("pytest", c.pytest_version or "unknown"),
+        ("Python", c.python),
+        ("client host", f"{c.client_host} ({c.client_platform})"),
+        ("client CPUs", f"{c.cpu_count or 'unknown'}"
+         + (f", load average {' / '.join(f'{x:g}' for x in c.load_average)} at the end"
+            if c.load_average else "")),
+        ("started", c.started_at),
+        ("finished", c.finished_at + _duration(c.started_at, c.finished_at)),
+    ]
+    return tuple(rows)
+
+
+def build_page(doc: RunDocument) -> Page:
+    """Derive the page from the run model."""
+    checks = {t.nodeid: _check_view(doc, t) for t in doc.tests}
+    slo_rows, loads = _load(doc)
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(doc.verdict.counts.items()))
+    server = doc.server
+    host = strip_userinfo(server.base_url if server else (doc.conditions.settings.server_url or ""))
+    model = server.model if server else (doc.conditions.settings.model or "")
+    return Page(
+        title=f"{doc.verdict.status}: {model or 'no model'} at {host or 'no server'}",
+        status=doc.verdict.status,
+        status_class={"GO": "go", "NO-GO": "nogo"}.get(doc.verdict.status, "invalid"),
+        counts=counts or "no check ran",
+        subtitle=f"{model or 'no model'} at {host or 'no server'} · {doc.conditions.finished_at}",
+        declared=tuple(doc.conditions.declared.items()),
+        reasons=_reasons(doc, checks)[:MAX_REASONS],
+        answer=tuple(words.answer(doc)),
+        fails=tuple(words.failures(doc)),
+        more_reasons=max(0, len(doc.verdict.reasons) - MAX_REASONS),
+        limitations=tuple(words.limitations(doc)),
+        warnings=tuple(doc.verdict.warnings),
+        problems=tuple(doc.problems),
+        capabilities=_capabilities(doc, checks),
+        suites=_suites(list(checks.values())),
+        findings=tuple(v for v in checks.values() if v.finding),
+        slo_rows=slo_rows,
+        loads=loads,
+        conditions=_conditions(doc),
+        version_info=json.dumps(server.version_info, indent=2, ensure_ascii=False, default=str)
+        if server and server.version_info else "",
+        schema=doc.schema_id,
+        plugin_version=doc.conditions.plugin_version,
+    )

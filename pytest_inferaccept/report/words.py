@@ -1,0 +1,230 @@
+"""The page's sentences drawn from the data: the plain-words answer and the run's limitations.
+
+Every sentence here is built from what the results document holds; where the run measured
+nothing (no load, no version), the sentence says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from pytest_inferaccept.capabilities import CAPABILITIES
+from pytest_inferaccept.report.model import CheckResult, LoadResult, RunDocument, SloRow
+from pytest_inferaccept.report.units import fmt_limit, fmt_value, spec_label, status_class
+
+MAX_LISTED = 5
+NO_LOAD = ("No load test ran, so this run says nothing about latency, throughput or how many "
+           "concurrent users the server can serve within an SLO.")
+
+
+def first_line(text: str, limit: int = 240) -> str:
+    """The first line of a message, cut to `limit` characters."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def short_name(nodeid: str) -> str:
+    """The test's name without its file: 'test_x[stream]'."""
+    return nodeid.rsplit("::", 1)[-1]
+
+
+def _series(items: list[str]) -> str:
+    if len(items) <= MAX_LISTED:
+        return ", ".join(items)
+    return f"{', '.join(items[:MAX_LISTED])} and {len(items) - MAX_LISTED} more"
+
+
+def _load_runs(doc: RunDocument) -> list[tuple[CheckResult, LoadResult]]:
+    return [(test, run) for test in doc.tests for run in test.load]
+
+
+def _row_phrase(row: SloRow) -> str:
+    if row.message:
+        return row.message.splitlines()[0]  # the statistics' own sentence, as the terminal shows it
+    measured = fmt_value(row.key, row.measured)
+    ci = ""
+    if row.ci_low is not None and row.ci_high is not None:
+        ci = f", 95% CI {fmt_value(row.key, row.ci_low)}–{fmt_value(row.key, row.ci_high)}"
+    n = f", n={row.n}" if row.n is not None else ""
+    return f"{row.key} {measured}{ci}{n} against {fmt_limit(row.key, row.limit)}"
+
+
+def _load_sentence(test: CheckResult, run: LoadResult) -> str:
+    where = f"at {spec_label(run.spec)} ({short_name(test.nodeid)})"
+    if run.slo is None or not run.slo.rows:
+        return f"Measured {where} without SLO limits: see the load table."
+    rows = run.slo.rows
+    verdict = status_class(run.slo.status)
+    if verdict == "pass":
+        limits = ", ".join(f"{r.key} {fmt_limit(r.key, r.limit)}" for r in rows)
+        return f"Meets the SLOs {where}: {limits}."
+    failed = [r for r in rows if status_class(r.status) == "fail"]
+    if failed:
+        return f"Misses the SLOs {where}: " + "; ".join(_row_phrase(r) for r in failed) + "."
+    unsure = [r for r in rows if status_class(r.status) == "nodata"]
+    if unsure:
+        return (f"Cannot tell whether the server meets {', '.join(r.key for r in unsure)} {where}: "
+                "too few requests were measured.")
+    return f"SLO status {run.slo.status} {where}."
+
+
+def _ladder_sentence(test: CheckResult) -> str | None:
+    """One sentence for a test that ran several concurrency levels: how far it stays within the SLOs."""
+    levels = sorted((run.spec["concurrency"], run) for run in test.load
+                    if isinstance(run.spec.get("concurrency"), int) and run.slo is not None)
+    if len(levels) < 2 or len(levels) != len(test.load):
+        return None
+    name = short_name(test.nodeid)
+    passing = [c for c, run in levels if run.slo and status_class(run.slo.status) == "pass"]
+    first = levels[0][1]
+    limits = ", ".join(f"{r.key} {fmt_limit(r.key, r.limit)}" for r in (first.slo.rows if first.slo else []))
+    if not passing:
+        return f"Misses the SLOs ({limits}) at every concurrency measured in {name}, from {levels[0][0]} up."
+    best = max(passing)
+    above = [(c, run) for c, run in levels if c > best]
+    sentence = f"Serves concurrency up to {best} within the SLOs ({limits}) in {name}"
+    if not above:
+        return sentence + f"; no higher level was measured (highest: {levels[-1][0]})."
+    level, run = above[0]
+    misses = [r for r in (run.slo.rows if run.slo else []) if status_class(r.status) != "pass"]
+    what = "; ".join(_row_phrase(r) for r in misses) or (run.slo.status if run.slo else "")
+    return sentence + f"; at concurrency {level}: {what}."
+
+
+def _capability_sentences(doc: RunDocument) -> list[str]:
+    out: list[str] = []
+    by_status: dict[str, list[str]] = {}
+    for name, row in doc.capabilities.items():
+        by_status.setdefault(row.status, []).append(name)
+    if by_status.get("supported"):
+        out.append(f"Supports: {_series(by_status['supported'])}.")
+    if by_status.get("unsupported"):
+        out.append(f"Does not offer: {_series(by_status['unsupported'])}.")
+    if by_status.get("not exercised"):
+        out.append(f"Required but not checked by any test: {_series(by_status['not exercised'])}.")
+    return out
+
+
+def failures(doc: RunDocument) -> list[str]:
+    """One line per defect: the capability (or check) that failed and what was seen first.
+
+    Several checks failing on one capability read as one finding, with their count; a check's
+    first capability is its most specific one (a streamed tool test lists tools before stream).
+    """
+    grouped: dict[str, list[CheckResult]] = {}
+    for test in doc.tests:
+        if test.outcome in ("failed", "error"):
+            key = test.capabilities[0] if test.capabilities else short_name(test.nodeid)
+            grouped.setdefault(key, []).append(test)
+    lines: list[str] = []
+    for what, tests in grouped.items():
+        first = tests[0]
+        label = f"{what} ({CAPABILITIES[what]})" if what in CAPABILITIES else what
+        more = f" ({len(tests)} checks)" if len(tests) > 1 else ""
+        lines.append(f"{label}: {first_line(first.message, 140) or first.outcome}{more}")
+    return lines
+
+
+def answer(doc: RunDocument) -> list[str]:
+    """The answer in plain words, a few sentences that can be pasted into a decision."""
+    status = doc.verdict.status
+    out: list[str] = []
+    counts = doc.verdict.counts
+    judged = sum(counts.get(k, 0) for k in ("passed", "failed", "error", "xpassed"))
+    if status == "INVALID":
+        reason = first_line(doc.verdict.reasons[0]) if doc.verdict.reasons else "no reason recorded"
+        out.append(f"This run cannot decide: {reason}. Nothing on this page is a finding about the "
+                   "server until that is fixed and the run repeated.")
+    elif status == "NO-GO":
+        bad = [t for t in doc.tests if t.outcome in ("failed", "error")]
+        found = failures(doc)
+        out.append(f"Not ready: {len(bad)} of {judged} checks that ran to a result failed, "
+                   f"{len(found)} distinct finding{'s' if len(found) != 1 else ''} (listed below).")
+    else:
+        out.append(f"Passed every acceptance check that ran ({judged} checks).")
+    if status != "INVALID":
+        out.extend(_capability_sentences(doc))
+    runs = _load_runs(doc)
+    for test in doc.tests:
+        ladder = _ladder_sentence(test)
+        out.extend([ladder] if ladder else [_load_sentence(test, run) for run in test.load])
+    if not runs:
+        out.append(NO_LOAD)
+    return out
+
+
+def _skipped_for_capabilities(tests: Iterable[CheckResult]) -> Counter[str]:
+    gated: Counter[str] = Counter()
+    for test in tests:
+        if test.outcome != "skipped":
+            continue
+        head, _, rest = test.message.partition(":")
+        if _gated(test):
+            gated[f"{rest.strip().split(':')[0] or 'unknown'} ({head})"] += 1
+    return gated
+
+
+def limitations(doc: RunDocument) -> list[str]:
+    """What this run could not show, written from the data (empty only for a complete run)."""
+    out: list[str] = []
+    runs = _load_runs(doc)
+    if not runs:
+        out.append(NO_LOAD)
+    for test, run in runs:
+        where = f"{short_name(test.nodeid)} at {spec_label(run.spec)}"
+        for row in run.slo.rows if run.slo else []:
+            if status_class(row.status) == "nodata":
+                needed = f", about {row.needed_n} needed" if row.needed_n else ""
+                out.append(f"Sample too small for {row.key} in {where}: n={row.n}{needed}.")
+        reasons = _bottleneck(run.selfcheck)
+        if reasons:
+            out.append(f"Client-bound in {where}: {'; '.join(reasons)}. Those numbers describe the client, "
+                       "not the server.")
+        usage = run.summary.get("usage")
+        if isinstance(usage, dict) and usage.get("without_usage"):
+            note = usage.get("note") or ("output tokens were counted from the streamed content events "
+                                         "instead")
+            out.append(f"The server sent no usage for {usage['without_usage']} requests in {where}: {note}")
+        if run.slo and (run.slo.point_estimate or any(r.basis == "point_estimate" for r in run.slo.rows)):
+            out.append(f"The SLOs in {where} were judged on the point estimate, not on its confidence "
+                       "interval (as asked): a pass there is weaker evidence.")
+    gated = _skipped_for_capabilities(doc.tests)
+    if gated:
+        listed = [f"{name}: {count}" for name, count in sorted(gated.items())]
+        out.append(f"{sum(gated.values())} checks were skipped because the server lacks a capability "
+                   f"they need ({_series(listed)}).")
+    other = [t for t in doc.tests if t.outcome == "skipped" and not _gated(t)]
+    if other:
+        out.append(f"{len(other)} checks were skipped for other reasons (first: "
+                   f"{first_line(other[0].message, 120) or 'no reason given'}).")
+    deselected = doc.model_extra.get("deselected") if doc.model_extra else None
+    if isinstance(deselected, int) and deselected:
+        out.append(f"{deselected} checks were deselected (-k / -m) and did not run.")
+    xfailed = [t for t in doc.tests if t.outcome == "xfailed"]
+    if xfailed:
+        out.append(f"{len(xfailed)} checks are marked as expected to fail (xfail) and are not judged.")
+    load = doc.conditions.load_average
+    cpus = doc.conditions.cpu_count
+    if load and cpus and load[0] > cpus:
+        out.append(f"The client host was busy at the end of the run (load {load[0]:g} on {cpus} CPUs): "
+                   "timings taken on it may be inflated.")
+    if doc.server is not None and not doc.server.version_info:
+        out.append("The server did not say which version it runs (no /version, /props, /info, "
+                   "/get_server_info or /api/version answered): record it with --condition version=...")
+    return out
+
+
+def _bottleneck(selfcheck: dict[str, object]) -> list[str]:
+    """Why the client, not the server, limited a load run (the load engine's sentences)."""
+    for key in ("bottleneck_reasons", "reasons"):
+        found = selfcheck.get(key)
+        if isinstance(found, list) and found:
+            return [str(reason) for reason in found]
+    if selfcheck.get("client_bound"):
+        return [str(selfcheck.get("reason") or "the client could not keep the asked load")]
+    return []
+
+
+def _gated(test: CheckResult) -> bool:
+    return test.message.partition(":")[0] in ("unsupported", "broken")
