@@ -1,0 +1,311 @@
+"""One request -> one RequestRecord: aiohttp on one event loop, SSE parsed from the raw reads.
+
+Every request is bounded by a total deadline, a stall limit (no bytes mid-stream) and a size cap,
+enforced by one watchdog timer per request rather than a timer per read, so the per-chunk cost
+stays a clock read, a split and a `json.loads`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from pytest_inferaccept.load.records import ErrorClass, RequestKind, RequestRecord
+from pytest_inferaccept.load.sse import EXCERPT, StreamParser, excerpt
+
+PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions",
+                         "embeddings": "/v1/embeddings"}
+_ERROR_BODY_CAP = 64 * 1024
+_DONE_GRACE = 0.5
+"""Seconds to wait for the end of the HTTP body after [DONE] before dropping the connection."""
+_loads = json.loads
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientLimits:
+    """The bounds every request runs under."""
+
+    request_timeout: float = 60.0
+    """Total seconds from send to the end of the answer."""
+    connect_timeout: float = 5.0
+    stall_timeout: float = 30.0
+    """Seconds without a byte, once the headers are in, before the request counts as stalled."""
+    max_response_bytes: int = 16 * 2**20
+
+
+def api_root(base_url: str) -> str:
+    """The server root: `http://h:8000`, `http://h:8000/` and `http://h:8000/v1` all give `http://h:8000`."""
+    url = base_url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+def make_session(*, limit: int, connect_timeout: float, api_key: str | None) -> aiohttp.ClientSession:
+    """One session per worker: a pool of `limit` connections (0: unlimited), the key as a bearer token."""
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+    # Only the socket connect is bounded here; the total deadline and the stall limit are the
+    # client's own watchdog, so they can be told apart in the record.
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers,
+                                 cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
+
+
+def flatten(messages: list[dict[str, Any]]) -> str:
+    """Chat messages as one text (for legacy completions and embeddings)."""
+    parts = []
+    for msg in messages:
+        content = msg.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+        parts.append(f"{msg.get('role', 'user')}: {content or ''}")
+    return "\n".join(parts)
+
+
+def build_body(kind: RequestKind, model: str, *, prompt: str | None,
+               messages: list[dict[str, Any]] | None, max_tokens: int,
+               extra: Mapping[str, Any] | None = None) -> bytes:
+    """The JSON request body for one request of `kind`."""
+    body: dict[str, Any] = {"model": model}
+    if kind == "chat":
+        body["messages"] = messages if messages is not None else [{"role": "user", "content": prompt}]
+    else:
+        text = prompt if prompt is not None else flatten(messages or [])
+        body["prompt" if kind == "completions" else "input"] = text
+    if kind != "embeddings":
+        body["max_tokens"] = max_tokens
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    if extra:
+        body.update(extra)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class StreamClient:
+    """Sends requests of one kind to one server and fills one record per request."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, kind: RequestKind, *,
+                 limits: ClientLimits, t0: float,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.session = session
+        self.kind = kind
+        self.url = api_root(base_url) + PATHS[kind]
+        self.limits = limits
+        self.t0 = t0
+        self.clock = clock
+
+    async def send(self, rec: RequestRecord, body: bytes) -> None:
+        """Send one request and record what happened; cancellation is recorded, then re-raised."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        clock, t0, limits = self.clock, self.t0, self.limits
+        stall = limits.stall_timeout
+        state = _Watch()
+        start = clock()
+        deadline = start + limits.request_timeout
+        rec.send = start - t0
+
+        def fire() -> None:
+            now = clock()
+            if state.finished:
+                return
+            if state.done:
+                state.reason = "done"
+            elif now >= deadline - 1e-3:
+                state.reason = "timeout"
+            elif state.headers and now - state.last >= stall - 1e-3:
+                state.reason = "stall"
+            else:
+                wake = min(deadline, state.last + stall) if state.headers else min(deadline, now + stall)
+                state.handle = loop.call_later(max(wake - now, 1e-3), fire)
+                return
+            task.cancel()
+
+        state.handle = loop.call_later(min(limits.request_timeout, stall), fire)
+        try:
+            try:
+                await self._exchange(rec, body, state, loop, fire)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                # A pooled keep-alive connection the server had already closed (llama.cpp closes
+                # them after a stream): the request never reached it. Resend once on a fresh
+                # connection; the record keeps the first send time and counts the resend.
+                if state.headers or rec.retries or isinstance(exc, aiohttp.ClientConnectorError):
+                    raise
+                rec.retries += 1
+                await self._exchange(rec, body, state, loop, fire)
+        except asyncio.CancelledError:
+            state.finished = True
+            reason = state.reason
+            if reason is None:
+                rec.error = "cancelled"
+                rec.error_detail = "the run ended while the request was in flight"
+                rec.end = clock() - t0
+                raise
+            _uncancel(task)
+            if reason != "done":
+                rec.error = "timeout" if reason == "timeout" else "stall"
+                rec.error_detail = (f"no answer within the total deadline of {limits.request_timeout:g} s"
+                                    if reason == "timeout" else
+                                    f"no bytes for {stall:g} s in the middle of the answer")
+            if rec.end == 0.0 or reason != "done":
+                rec.end = clock() - t0
+            if _cancelling(task):
+                raise  # the run ended at the same moment: that cancellation still stands
+        except Exception as exc:  # aiohttp and OS errors, and anything unforeseen: still a record
+            state.finished = True
+            if not state.done:  # a connection dropped after [DONE] lost nothing
+                rec.end = clock() - t0
+            if rec.error is None and not state.done:
+                rec.error = "stream_error" if state.headers else "connect"
+                rec.error_detail = f"{type(exc).__name__}: {exc}"[:EXCERPT]
+        finally:
+            state.finished = True
+            if state.handle is not None:
+                state.handle.cancel()
+
+    async def _exchange(self, rec: RequestRecord, body: bytes, state: _Watch,
+                        loop: asyncio.AbstractEventLoop, fire: Callable[[], None]) -> None:
+        clock, t0, cap = self.clock, self.t0, self.limits.max_response_bytes
+        async with self.session.post(self.url, data=body, allow_redirects=False) as resp:
+            now_abs = clock()
+            state.headers = True
+            state.last = now_abs
+            rec.headers = now_abs - t0
+            rec.status = resp.status
+            if resp.status >= 300:
+                await self._error_body(rec, resp, state)
+                return
+            if self.kind == "embeddings":
+                await self._whole_body(rec, resp, state, cap)
+                return
+            stream = StreamParser(rec)
+            readany = resp.content.readany
+            size = 0
+            now = rec.headers
+            while True:
+                data = await readany()
+                now_abs = clock()
+                now = now_abs - t0
+                if not data:
+                    break
+                state.last = now_abs
+                if rec.first_byte is None:
+                    rec.first_byte = now
+                size += len(data)
+                if size > cap:
+                    rec.error = "too_large"
+                    rec.error_detail = f"the answer passed {cap} bytes"
+                    break
+                stream.feed(data, now)
+                if stream.problem is not None:
+                    break
+                if stream.done and state.handle is not None and not state.done:
+                    state.done = True
+                    rec.end = now
+                    rec.done = True
+                    rec.finish_reason = stream.finish
+                    # Wait briefly for the end of the HTTP body, so the connection can be reused.
+                    state.handle.cancel()
+                    state.handle = loop.call_later(_DONE_GRACE, fire)
+            if rec.error is None and stream.problem is None:
+                stream.finish_input(now)
+            rec.done = stream.done
+            rec.finish_reason = stream.finish
+            rec.end = stream.done_at if stream.done_at is not None else now
+            if rec.error is not None or stream.problem is not None:
+                if rec.error is None:
+                    rec.error = "stream_error"
+                    rec.error_detail = stream.problem or ""
+                resp.close()
+            elif not stream.done and stream.finish is None:
+                rec.error = "stream_error"
+                rec.error_detail = "the stream ended before a finish_reason or data: [DONE]"
+
+    async def _read_capped(self, resp: aiohttp.ClientResponse, state: _Watch, rec: RequestRecord,
+                           cap: int) -> tuple[bytes, bool]:
+        """The body up to `cap` bytes, and whether it went past the cap."""
+        clock, t0 = self.clock, self.t0
+        out = bytearray()
+        readany = resp.content.readany
+        while True:
+            data = await readany()
+            if not data:
+                return bytes(out), False
+            now_abs = clock()
+            state.last = now_abs
+            rec.reads += 1
+            if rec.first_byte is None:
+                rec.first_byte = now_abs - t0
+            out += data
+            if len(out) > cap:
+                resp.close()
+                return bytes(out[:cap]), True
+
+    async def _error_body(self, rec: RequestRecord, resp: aiohttp.ClientResponse, state: _Watch) -> None:
+        data, _ = await self._read_capped(resp, state, rec, _ERROR_BODY_CAP)
+        rec.end = self.clock() - self.t0
+        rec.error = _status_class(resp.status)
+        rec.error_detail = f"HTTP {resp.status}: {excerpt(data)}"
+
+    async def _whole_body(self, rec: RequestRecord, resp: aiohttp.ClientResponse, state: _Watch,
+                          cap: int) -> None:
+        data, too_large = await self._read_capped(resp, state, rec, cap)
+        rec.end = self.clock() - self.t0
+        if too_large:
+            rec.error, rec.error_detail = "too_large", f"the answer passed {cap} bytes"
+            return
+        try:
+            obj = _loads(data)
+        except ValueError:
+            obj = None
+        if type(obj) is not dict or obj.get("error"):
+            rec.error, rec.error_detail = "stream_error", f"not a valid answer: {excerpt(data)}"
+            return
+        # A non-streamed answer arrives whole: its first "token" is its end (TTFT = e2e).
+        rec.first_event = rec.first_token_any = rec.first_content = rec.end
+        usage = obj.get("usage")
+        if isinstance(usage, dict) and type(usage.get("prompt_tokens")) is int:
+            rec.prompt_tokens = usage["prompt_tokens"]
+        rid = obj.get("id")
+        if type(rid) is str:
+            rec.response_id = rid
+
+
+class _Watch:
+    """What the watchdog of one request reads and writes."""
+
+    __slots__ = ("done", "finished", "handle", "headers", "last", "reason")
+
+    def __init__(self) -> None:
+        self.headers = False
+        self.last = 0.0
+        self.done = False
+        self.finished = False
+        self.reason: str | None = None
+        self.handle: asyncio.TimerHandle | None = None
+
+
+def _status_class(status: int) -> ErrorClass:
+    # Redirects are not followed: a load target that redirects is misconfigured, like a 4xx.
+    return "http_5xx" if status >= 500 else "http_4xx"
+
+
+def _cancelling(task: asyncio.Task[Any]) -> bool:
+    """True when a cancellation other than the watchdog's is pending (3.11+; never on 3.10)."""
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
+
+
+def _uncancel(task: asyncio.Task[Any]) -> None:
+    """Undo our own watchdog's cancel, so an enclosing timeout or task group is not confused (3.11+)."""
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None:
+        uncancel()

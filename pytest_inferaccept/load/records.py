@@ -1,0 +1,131 @@
+"""One record per request: what the load engine saw, on the worker's monotonic clock.
+
+Times are seconds since the run's common start (`t0`, the moment the schedule began in this
+worker), so records from several worker processes can be merged; they are durations on one
+process's clock each, never wall-clock times. No pytest and no statistics here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any, Literal
+
+ErrorClass = Literal["connect", "timeout", "http_4xx", "http_5xx", "stream_error", "stall",
+                     "cancelled", "too_large"]
+ERROR_CLASSES: tuple[str, ...] = ("connect", "timeout", "http_4xx", "http_5xx", "stream_error",
+                                  "stall", "cancelled", "too_large")
+"""Every error class a record may carry (`error`), in the order reports list them."""
+
+RequestKind = Literal["chat", "completions", "embeddings"]
+
+
+@dataclass(slots=True, kw_only=True)
+class RequestRecord:
+    """One request of a load run, from send to end, with every timestamp the engine took.
+
+    Timestamps are seconds since the worker's t0 (monotonic); None means the moment never
+    came (no headers before a connect error, no content in an empty answer).
+    """
+
+    index: int
+    """Position of the request in the schedule (unique within one run, across workers)."""
+    worker: int = 0
+    """Which worker process sent it (0 for a single-process run)."""
+    kind: RequestKind = "chat"
+    warmup: bool = False
+    """Warm-up requests are run and recorded but excluded from every statistic."""
+    tags: tuple[str, ...] = ()
+    scheduled: float | None = None
+    """When the schedule meant to send it (open loop); `send - scheduled` is the schedule lag."""
+    send: float = 0.0
+    headers: float | None = None
+    first_byte: float | None = None
+    first_event: float | None = None
+    """First SSE event of any kind (the role-only chunk included)."""
+    first_token_any: float | None = None
+    """First event that carried generated text of any kind, reasoning text included."""
+    first_content: float | None = None
+    """First event that carried content text (TTFT is measured here)."""
+    end: float = 0.0
+    content_times: list[float] = field(default_factory=list)
+    """Arrival time of every event that carried content text (ITL = the gaps)."""
+    status: int | None = None
+    error: ErrorClass | None = None
+    error_detail: str = ""
+    response_id: str | None = None
+    prompt_tokens: int | None = None
+    """usage.prompt_tokens as the server reported it (None: no usage sent)."""
+    completion_tokens: int | None = None
+    """usage.completion_tokens as the server reported it (None: no usage sent)."""
+    content_events: int = 0
+    chunks: int = 0
+    """SSE data events received (the [DONE] sentinel not counted)."""
+    coalesced: int = 0
+    """Content events that arrived in the same network read as the content event before them.
+
+    Their inter-token gap is the client's read batching, not the server's pacing; the trailing
+    finish, usage and [DONE] events are not counted (they often share a read on a healthy client).
+    """
+    reads: int = 0
+    output_chars: int = 0
+    retries: int = 0
+    """Resends after a stale keep-alive connection failed before the request reached the server."""
+    max_tokens: int | None = None
+    input_tokens_target: int | None = None
+    """The prompt length the workload asked for (the server's prompt_tokens is the truth)."""
+    finish_reason: str | None = None
+    """The last finish_reason the stream carried (None: the server sent none)."""
+    done: bool = False
+    """True when the stream ended with `data: [DONE]` (always False for embeddings)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the request completed without an error."""
+        return self.error is None
+
+    @property
+    def ttft(self) -> float | None:
+        """Seconds from send to the first content token."""
+        return None if self.first_content is None else self.first_content - self.send
+
+    @property
+    def e2e(self) -> float:
+        """Seconds from send to the end of the answer."""
+        return self.end - self.send
+
+    @property
+    def output_tokens(self) -> int:
+        """The server's completion token count, else the content events counted by the client."""
+        return self.completion_tokens if self.completion_tokens is not None else self.content_events
+
+    @property
+    def usage_reported(self) -> bool:
+        """True when the server sent usage for this request."""
+        return self.completion_tokens is not None
+
+    def itls(self) -> list[float]:
+        """Gaps between successive content events, in seconds."""
+        t = self.content_times
+        return [b - a for a, b in pairwise(t)]
+
+    def tpot(self) -> float | None:
+        """(e2e - TTFT) / (output tokens - 1); None with fewer than two tokens or no TTFT."""
+        ttft = self.ttft
+        n = self.output_tokens
+        if ttft is None or n < 2:
+            return None
+        return (self.e2e - ttft) / (n - 1)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (one line of --inferaccept-records)."""
+        out = asdict(self)
+        out["tags"] = list(self.tags)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RequestRecord:
+        """Rebuild a record from its JSON form."""
+        data = dict(data)
+        data["tags"] = tuple(data.get("tags", ()))
+        return cls(**data)

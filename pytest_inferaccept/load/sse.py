@@ -1,0 +1,159 @@
+"""A minimal-overhead SSE reader for OpenAI streams: raw network reads in, record fields out.
+
+Per read: one clock value from the caller, one split on blank lines (CRLF and CR normalised only
+when present), and per event one `json.loads`, which is what it takes to tell content from
+reasoning text, tool-call deltas and the empty role-only chunk. Several events completing in one
+read share its timestamp; content events among them are counted as `coalesced`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pytest_inferaccept.load.records import RequestRecord
+
+EXCERPT = 300
+"""Characters of a body or event kept in an error detail."""
+_loads = json.loads
+
+
+def excerpt(data: bytes | str) -> str:
+    """The start of a body or event, as text for an error detail."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return text[:EXCERPT]
+
+
+def _event_data(block: bytes) -> tuple[bytes | None, bool]:
+    """The data of one SSE event block and whether it was named `error` (None: no data lines)."""
+    lines: list[bytes] = []
+    named_error = False
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            value = line[5:]
+            lines.append(value[1:] if value.startswith(b" ") else value)
+        elif line.startswith(b"event:"):
+            named_error = line[6:].strip() == b"error"
+    return (b"\n".join(lines) if lines else None), named_error
+
+
+class StreamParser:
+    """Incremental SSE reader for one streamed answer; writes straight into the record."""
+
+    __slots__ = ("buf", "content_read", "done", "done_at", "finish", "problem", "rec", "text_key")
+
+    def __init__(self, rec: RequestRecord) -> None:
+        self.rec = rec
+        self.buf = b""
+        self.text_key = "content" if rec.kind == "chat" else "text"
+        self.content_read = -1
+        self.done = False
+        self.done_at: float | None = None
+        self.finish: str | None = None
+        self.problem: str | None = None
+
+    def feed(self, data: bytes, now: float) -> None:
+        """Take one network read that arrived at `now` (seconds since t0)."""
+        rec = self.rec
+        rec.reads += 1
+        if self.buf:
+            data = self.buf + data
+        if b"\r" in data:
+            # CRLF (and bare CR) line ends; a CR at the very end may be half of a CRLF split
+            # across reads, so it waits for the next read.
+            tail = b""
+            if data.endswith(b"\r"):
+                data, tail = data[:-1], b"\r"
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
+        if b"\n\n" not in data:
+            self.buf = data
+            return
+        blocks = data.split(b"\n\n")
+        self.buf = blocks.pop()
+        for block in blocks:
+            self.event(block, now)
+            if self.problem is not None:
+                return
+
+    def finish_input(self, now: float) -> None:
+        """The body ended: an unterminated last event is still read (lenient on the final blank line)."""
+        if self.buf.strip() and self.problem is None:
+            block, self.buf = self.buf, b""
+            self.event(block.strip(b"\n"), now)
+
+    def event(self, block: bytes, now: float) -> None:
+        """Handle one complete event block."""
+        rec = self.rec
+        if block.startswith(b"data: ") and b"\n" not in block:
+            payload: bytes | None = block[6:]
+            named_error = False
+        else:
+            payload, named_error = _event_data(block)
+            if payload is None:
+                return  # a comment (keep-alive) or a field-only block
+        assert payload is not None
+        if rec.first_event is None:
+            rec.first_event = now
+        if len(payload) < 16 and payload.strip() == b"[DONE]":
+            self.done = True
+            self.done_at = now
+            return
+        rec.chunks += 1
+        try:
+            # Decoding first is cheaper than letting json sniff the encoding of bytes.
+            obj = _loads(payload.decode())
+        except ValueError:
+            self.problem = f"malformed JSON in stream event: {excerpt(payload)}"
+            return
+        if type(obj) is not dict:
+            self.problem = f"stream event is not a JSON object: {excerpt(payload)}"
+            return
+        if named_error or obj.get("error"):
+            self.problem = f"error event in stream: {excerpt(payload)}"
+            return
+        choices = obj.get("choices")
+        if choices and type(choices) is list:
+            self.choices(choices, now)
+        usage = obj.get("usage")
+        if usage and type(usage) is dict:
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            if type(prompt) is int:
+                rec.prompt_tokens = prompt
+            if type(completion) is int:
+                rec.completion_tokens = completion
+        if rec.response_id is None:
+            rid = obj.get("id")
+            if type(rid) is str:
+                rec.response_id = rid
+
+    def choices(self, choices: list[Any], now: float) -> None:
+        """Tell content from reasoning, tool-call and role-only deltas; note the finish."""
+        rec = self.rec
+        text = False
+        other = False
+        for choice in choices:
+            if type(choice) is not dict:
+                continue
+            part = choice.get("delta") if self.text_key == "content" else choice
+            if part and type(part) is dict:
+                value = part.get(self.text_key)
+                if value:
+                    text = True
+                    rec.output_chars += len(value)
+                elif part.get("reasoning_content") or part.get("reasoning") or part.get("tool_calls"):
+                    other = True
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish = str(reason)
+        if text:
+            rec.content_events += 1
+            rec.content_times.append(now)
+            if rec.first_content is None:
+                rec.first_content = now
+                if rec.first_token_any is None:
+                    rec.first_token_any = now
+            if self.content_read == rec.reads:
+                rec.coalesced += 1
+            self.content_read = rec.reads
+        elif other and rec.first_token_any is None:
+            rec.first_token_any = now

@@ -1,0 +1,207 @@
+"""Was the load generator itself the bottleneck? Reasons that make a run INVALID, not NO-GO.
+
+The load engine fills a `SelfCheck` (or its JSON form, see `SelfCheck.from_json`) per run;
+`bottleneck_reasons` turns it into plain sentences. An empty list means the client kept up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["closed", "open"]
+_AFTERWORD = "the measurements describe the client, not the server"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thresholds:
+    """Limits beyond which the client, not the server, is taken to have set the pace."""
+
+    concurrency_fraction: float = 0.98
+    """Closed loop: achieved concurrency below this share of the asked concurrency."""
+    rate_fraction: float = 0.95
+    """Open loop: achieved request rate below this share of the asked rate."""
+    schedule_lag_p99_s: float = 0.010
+    """Requests leaving later than planned by more than this at p99 (open loop)."""
+    loop_lag_p99_s: float = 0.020
+    """The event loop waking later than asked by more than this at p99."""
+    cpu_utilisation: float = 0.90
+    """A worker process using more than this share of one CPU core (cpu seconds / wall seconds)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lag:
+    """Percentiles of a lag in seconds."""
+
+    p50: float
+    p99: float
+    max: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Lag | None:
+        """Read {"p50", "p99", "max"} in seconds; None stays None."""
+        if data is None:
+            return None
+        return cls(p50=float(data["p50"]), p99=float(data["p99"]), max=float(data["max"]))
+
+    def to_json(self) -> dict[str, float]:
+        """Return a JSON-ready mapping."""
+        return {"p50": self.p50, "p99": self.p99, "max": self.max}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientLoad:
+    """What one worker (or all workers together) was asked to do and did; None: not measured.
+
+    `achieved_concurrency` is the time-weighted mean of requests in flight over the steady part
+    of the run: from the moment every slot has sent its first request to the last send, so the
+    ramp-up and the drain at the end do not pull it down (`steady_concurrency` computes it).
+    `achieved_rate` is requests sent per second between the first and the last send.
+    """
+
+    worker: int | None = None
+    """Worker index; None for the total over all workers."""
+    asked_concurrency: float | None = None
+    achieved_concurrency: float | None = None
+    asked_rate: float | None = None
+    achieved_rate: float | None = None
+    schedule_lag_s: Lag | None = None
+    loop_lag_s: Lag | None = None
+    cpu_s: float | None = None
+    wall_s: float | None = None
+    cpu_utilisation: float | None = None
+    """cpu_s / wall_s: 1.0 is one core busy all the time."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClientLoad:
+        """Read the JSON form; missing keys are None."""
+
+        def num(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        worker = data.get("worker")
+        return cls(worker=None if worker is None else int(worker),
+                   asked_concurrency=num("asked_concurrency"),
+                   achieved_concurrency=num("achieved_concurrency"),
+                   asked_rate=num("asked_rate"), achieved_rate=num("achieved_rate"),
+                   schedule_lag_s=Lag.from_json(data.get("schedule_lag_s")),
+                   loop_lag_s=Lag.from_json(data.get("loop_lag_s")),
+                   cpu_s=num("cpu_s"), wall_s=num("wall_s"), cpu_utilisation=num("cpu_utilisation"))
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {
+            "worker": self.worker,
+            "asked_concurrency": self.asked_concurrency,
+            "achieved_concurrency": self.achieved_concurrency,
+            "asked_rate": self.asked_rate,
+            "achieved_rate": self.achieved_rate,
+            "schedule_lag_s": None if self.schedule_lag_s is None else self.schedule_lag_s.to_json(),
+            "loop_lag_s": None if self.loop_lag_s is None else self.loop_lag_s.to_json(),
+            "cpu_s": self.cpu_s,
+            "wall_s": self.wall_s,
+            "cpu_utilisation": self.cpu_utilisation,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfCheck:
+    """The load engine's account of itself for one run: the total and each worker."""
+
+    mode: Mode
+    total: ClientLoad
+    workers: tuple[ClientLoad, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SelfCheck:
+        """Read {"mode": "closed" | "open", "total": {...}, "workers": [{...}, ...]}."""
+        mode = data.get("mode")
+        if mode not in ("closed", "open"):
+            raise ValueError(f"selfcheck mode must be 'closed' or 'open', got {mode!r}")
+        return cls(mode=mode, total=ClientLoad.from_json(data.get("total") or {}),
+                   workers=tuple(ClientLoad.from_json(w) for w in data.get("workers") or ()))
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {"mode": self.mode, "total": self.total.to_json(),
+                "workers": [w.to_json() for w in self.workers]}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
+
+
+def _pace_reasons(load: ClientLoad, mode: Mode, th: Thresholds, who: str) -> list[str]:
+    out = []
+    asked, got = load.asked_concurrency, load.achieved_concurrency
+    if mode == "closed" and asked and got is not None and got < th.concurrency_fraction * asked:
+        out.append(f"{who}could not keep {asked:g} requests in flight: {got:.1f} on average "
+                   f"({got / asked:.0%}); {_AFTERWORD}")
+    asked, got = load.asked_rate, load.achieved_rate
+    if mode == "open" and asked and got is not None and got < th.rate_fraction * asked:
+        out.append(f"{who}could not send {asked:g} requests/s: it sent {got:.2f}/s "
+                   f"({got / asked:.0%}); {_AFTERWORD}")
+    return out
+
+
+def _process_reasons(load: ClientLoad, th: Thresholds, who: str) -> list[str]:
+    out = []
+    lag = load.schedule_lag_s
+    if lag is not None and lag.p99 > th.schedule_lag_p99_s:
+        out.append(f"{who}sent requests {_ms(lag.p99)} late at p99 (max {_ms(lag.max)}; limit "
+                   f"{_ms(th.schedule_lag_p99_s)}): the server saw less load than the schedule asked "
+                   f"for; {_AFTERWORD}")
+    lag = load.loop_lag_s
+    if lag is not None and lag.p99 > th.loop_lag_p99_s:
+        out.append(f"{who}event loop ran {_ms(lag.p99)} late at p99 (max {_ms(lag.max)}; limit "
+                   f"{_ms(th.loop_lag_p99_s)}): time stamps carry that delay, so latencies are "
+                   f"overstated; {_AFTERWORD}")
+    cpu = load.cpu_utilisation
+    if cpu is None and load.cpu_s is not None and load.wall_s:
+        cpu = load.cpu_s / load.wall_s
+    if cpu is not None and cpu > th.cpu_utilisation:
+        out.append(f"{who}used {cpu:.0%} of a CPU core (limit {th.cpu_utilisation:.0%}): a saturated "
+                   f"client reads answers late and inflates latencies; {_AFTERWORD}")
+    return out
+
+
+def bottleneck_reasons(data: SelfCheck | Mapping[str, Any],
+                       thresholds: Thresholds | None = None) -> list[str]:
+    """Plain sentences saying why the client may have been the bottleneck; empty: it kept up.
+
+    Pace (concurrency, rate) is judged on the total; lag and CPU per worker process, since one
+    saturated worker distorts its own share of the records. With one worker or none listed,
+    everything is judged on the total.
+    """
+    check = data if isinstance(data, SelfCheck) else SelfCheck.from_json(data)
+    th = thresholds or Thresholds()
+    reasons = _pace_reasons(check.total, check.mode, th, "the client ")
+    if len(check.workers) > 1:
+        for w in check.workers:
+            reasons += _process_reasons(w, th, f"worker {w.worker}: the client ")
+    else:
+        reasons += _process_reasons(check.total, th, "the client ")
+    return reasons
+
+
+def steady_concurrency(spans: Iterable[tuple[float, float]], asked: int) -> float | None:
+    """Time-weighted mean of requests in flight from the asked-th send to the last send.
+
+    spans are (send, end) of every request a closed-loop schedule sent, warm-up included.
+    Before the asked-th send the slots are still filling; after the last send they drain, and
+    neither says whether the client kept up. None when that steady stretch has no length.
+    """
+    ordered = sorted(spans)
+    if asked < 1 or len(ordered) < asked:
+        return None
+    start, stop = ordered[asked - 1][0], ordered[-1][0]
+    if stop <= start:
+        return None
+    area = 0.0
+    for send, end in ordered:
+        lo, hi = max(send, start), min(end, stop)
+        if hi > lo:
+            area += hi - lo
+    return area / (stop - start)

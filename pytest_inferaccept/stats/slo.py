@@ -1,0 +1,375 @@
+"""Judge a LoadSummary against the limits of an `slo` marker, one row per limit.
+
+A limit passes only when the whole confidence interval is on its good side, fails when the
+whole interval is on its bad side, and otherwise has not enough data (docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_inferaccept.stats.percentiles import (
+    MEAN_MIN_SAMPLES,
+    PERCENTILE_LEVELS,
+    Estimate,
+    mean_estimate,
+    min_sample_size,
+    proportion_estimate,
+    quantile_estimate,
+    samples_to_settle_mean,
+    samples_to_settle_proportion,
+    samples_to_settle_quantile,
+)
+from pytest_inferaccept.stats.summary import meets, per_request_limits
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.markers import LatencyLimit, SloSpec
+    from pytest_inferaccept.stats.summary import LoadSummary
+
+Status = Literal["pass", "fail", "not_enough_data"]
+Basis = Literal["interval", "point_estimate"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SloRow:
+    """The verdict on one limit, with the evidence behind it."""
+
+    key: str
+    limit: float
+    measured: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    """Samples behind the estimate: latency values (ITL: gaps), else measured requests."""
+    margin: float | None
+    """Headroom as a fraction of the limit: positive on the good side, negative on the bad."""
+    status: Status
+    basis: Basis
+    method: str
+    needed_n: int | None
+    """With not_enough_data: about how many measured requests would settle the row (None: unknown)."""
+    min_n: int | None
+    """Latency rows: the statistic's own minimum sample (percentile table, 30 for a mean, 1 for a max),
+    reported even where the SLO's min_samples replaces it."""
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {"key": self.key, "limit": self.limit, "measured": self.measured, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "n": self.n, "margin": self.margin, "status": self.status,
+                "basis": self.basis, "method": self.method, "needed_n": self.needed_n,
+                "min_n": self.min_n, "message": self.message}
+
+
+def overall(statuses: Sequence[Status]) -> Status:
+    """fail if anything failed, else not_enough_data if anything lacked data, else pass."""
+    if "fail" in statuses:
+        return "fail"
+    return "not_enough_data" if "not_enough_data" in statuses else "pass"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SloEvaluation:
+    """Every limit of one SLO judged against one load run."""
+
+    status: Status
+    rows: tuple[SloRow, ...]
+    confidence: float
+    point_estimate: bool
+
+    def messages(self, status: Status = "fail") -> list[str]:
+        """The messages of the rows with this status."""
+        return [row.message for row in self.rows if row.status == status]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {"status": self.status, "confidence": self.confidence,
+                "point_estimate": self.point_estimate, "rows": [row.to_json() for row in self.rows]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunsEvaluation:
+    """One SLO judged against every load run of a test; the worst run decides."""
+
+    status: Status
+    runs: tuple[SloEvaluation, ...]
+
+    def messages(self, status: Status = "fail") -> list[str]:
+        """The messages of the rows with this status, prefixed with their run when there are several."""
+        if not self.runs:
+            return ["the test ran no load, so none of its SLO limits could be judged"] \
+                if status == "not_enough_data" else []
+        many = len(self.runs) > 1
+        return [f"run {i} of {len(self.runs)}: {m}" if many else m
+                for i, run in enumerate(self.runs, 1) for m in run.messages(status)]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {"status": self.status, "runs": [run.to_json() for run in self.runs]}
+
+
+# ---------------------------------------------------------------------------------- formatting
+
+@dataclass(frozen=True)
+class _Unit:
+    scale: float
+    decimals: int
+    suffix: str
+    ci_suffix: str = ""
+
+
+_SECONDS = _Unit(1.0, 2, " s")
+_MILLISECONDS = _Unit(1000.0, 1, " ms")  # below 0.1 s two decimals of a second say too little
+_PERCENT = _Unit(100.0, 1, "%", "%")
+_TOKENS = _Unit(1.0, 1, " tokens/s")
+_REQUESTS = _Unit(1.0, 2, " requests/s")
+
+
+def _latency_unit(limit: float) -> _Unit:
+    return _MILLISECONDS if limit < 0.1 else _SECONDS
+
+
+def _decimals(unit: _Unit, limit: float, values: Sequence[float | None]) -> int:
+    # show the limit exactly as written, and never let a value on either side of the limit
+    # print equal to it (a reader would see "0.50 s > 0.50 s")
+    d, most = unit.decimals, unit.decimals + 4
+    scaled = limit * unit.scale
+    while d < most and not math.isclose(round(scaled, d), scaled, rel_tol=1e-9, abs_tol=1e-12):
+        d += 1
+    for value in values:
+        if value is not None and value != limit:
+            while d < most and f"{value * unit.scale:.{d}f}" == f"{scaled:.{d}f}":
+                d += 1
+    return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Evidence:
+    key: str
+    limit: float
+    unit: _Unit
+    estimate: Estimate | None
+    n: int
+    confidence: float
+    minimum: bool  # a *_min key: bigger is better
+    show_interval: bool = True
+    note: str = ""
+
+    def message(self, status: Status, tail: str = "") -> str:
+        est, unit = self.estimate, self.unit
+        d = _decimals(unit, self.limit, () if est is None else (est.value, est.low, est.high))
+
+        def num(x: float | None, missing: str) -> str:
+            return missing if x is None else f"{x * unit.scale:.{d}f}"
+
+        limit = f"{num(self.limit, '')}{unit.suffix}"
+        parts = []
+        if est is not None and self.show_interval:
+            if est.low is None and est.high is None:
+                parts.append(f"no {self.confidence * 100:g}% CI at this n")
+            else:
+                parts.append(f"{self.confidence * 100:g}% CI {num(est.low, '0')}–{num(est.high, '∞')}"
+                             f"{unit.ci_suffix}")
+        parts.append(f"n={self.n}" + (f"; {self.note}" if self.note else ""))
+        head = (f"{self.key}: no samples" if est is None
+                else f"{self.key} = {num(est.value, '')}{unit.suffix}")
+        head += f" ({', '.join(parts)})"
+        if status == "not_enough_data":
+            return f"{head} vs limit {limit}: not enough data{tail}"
+        ops = {("fail", False): ">", ("fail", True): "<", ("pass", False): "≤", ("pass", True): "≥"}
+        return f"{head} {ops[status, self.minimum]} {limit}{tail}"
+
+    def row(self, status: Status, *, basis: Basis, method: str, needed_n: int | None = None,
+            min_n: int | None = None, tail: str = "") -> SloRow:
+        est = self.estimate
+        margin = None
+        if est is not None and self.limit != 0:
+            margin = (est.value - self.limit if self.minimum else self.limit - est.value) / self.limit
+        return SloRow(key=self.key, limit=self.limit, measured=None if est is None else est.value,
+                      ci_low=None if est is None else est.low, ci_high=None if est is None else est.high,
+                      n=self.n, margin=margin, status=status, basis=basis, method=method,
+                      needed_n=needed_n, min_n=min_n, message=self.message(status, tail))
+
+
+# ----------------------------------------------------------------------------------- judging
+
+def _judge(est: Estimate, limit: float, *, minimum: bool, on_point: bool) -> Status:
+    if on_point:
+        good = est.value >= limit if minimum else est.value <= limit
+        return "pass" if good else "fail"
+    if minimum:
+        if est.low is not None and est.low >= limit:
+            return "pass"
+        return "fail" if est.high is not None and est.high < limit else "not_enough_data"
+    if est.high is not None and est.high <= limit:
+        return "pass"
+    return "fail" if est.low is not None and est.low > limit else "not_enough_data"
+
+
+def _requests_for(samples: int, n: int, measured: int) -> int:
+    # samples per measured request as observed (ITL gives many, failures give none)
+    return samples if n == 0 or measured == 0 else math.ceil(samples * measured / n)
+
+
+def _needed_tail(needed: int | None, measured: int, why: str) -> tuple[int | None, str]:
+    if needed is None:
+        return None, f", {why}; the estimate sits at the limit, so more requests may not settle it"
+    needed = max(needed, measured + 1)
+    return needed, f", {why}; about {needed} measured requests would settle it (now {measured})"
+
+
+def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: float,
+                 on_point: bool) -> SloRow:
+    data = summary.samples.metrics[lim.metric]
+    n, measured = len(data), summary.counts.measured
+    what = "gaps between content events" if lim.metric == "itl" else "successful requests"
+    if lim.stat == "max":
+        est = Estimate(value=data[-1], low=data[-1], high=None, n=n) if n else None
+        gate, method = 1, "observed maximum (more requests can only raise it, so it has no upper bound)"
+    elif lim.stat == "mean":
+        est = mean_estimate(data, conf) if n else None
+        gate, method = MEAN_MIN_SAMPLES, "Student t interval of the mean"
+    else:
+        est = quantile_estimate(data, PERCENTILE_LEVELS[lim.stat], conf) if n else None
+        gate = min_sample_size(PERCENTILE_LEVELS[lim.stat], conf)
+        method = "distribution-free order-statistic interval"
+    on_point = on_point or lim.stat == "max"
+    note = ("judged on the observed value" if lim.stat == "max"
+            else "judged on the point estimate" if on_point else "")
+    ev = _Evidence(key=lim.key, limit=lim.limit, unit=_latency_unit(lim.limit), estimate=est, n=n,
+                   confidence=conf, minimum=False, show_interval=lim.stat != "max", note=note)
+    basis: Basis = "point_estimate" if on_point else "interval"
+    if slo.min_samples is not None:
+        enough, gate_requests = measured >= slo.min_samples and n > 0, slo.min_samples
+        why = f"the SLO asks for at least {slo.min_samples} measured requests"
+        if not on_point and gate > 1:
+            why += f" (a {conf * 100:g}% interval for {lim.stat} alone needs {gate} {what})"
+    else:
+        enough, gate_requests = n >= (1 if on_point else gate), _requests_for(gate, n, measured)
+        why = (f"a {conf * 100:g}% interval for {lim.stat} needs at least {gate} {what}"
+               if not on_point else f"there are no {what}")
+    if est is None or not enough:
+        plan = _plan_latency(data, lim, conf, n, measured) if est is not None and not on_point else None
+        least = max(gate_requests, plan or 0)
+        return ev.row("not_enough_data", basis=basis, method=method, min_n=gate, needed_n=least,
+                      tail=f", {why}; run about {least} measured requests (now {measured})")
+    status = _judge(est, lim.limit, minimum=False, on_point=on_point)
+    if status != "not_enough_data":
+        return ev.row(status, basis=basis, method=method, min_n=gate)
+    if est.high is None:  # min_samples let the row in below the sample size an upper end needs
+        wanted = max(_requests_for(gate, n, measured), _plan_latency(data, lim, conf, n, measured) or 0)
+        return ev.row(status, basis=basis, method=method, min_n=gate, needed_n=wanted,
+                      tail=f", the interval has no upper end below {gate} {what}; run about {wanted} "
+                           f"measured requests (now {measured})")
+    needed, tail = _needed_tail(_plan_latency(data, lim, conf, n, measured), measured,
+                                "the interval straddles the limit")
+    return ev.row(status, basis=basis, method=method, min_n=gate, needed_n=needed, tail=tail)
+
+
+def _plan_latency(data: list[float], lim: LatencyLimit, conf: float, n: int, measured: int) -> int | None:
+    if lim.stat == "mean":
+        mean = math.fsum(data) / n
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in data) / (n - 1)) if n > 1 else 0.0
+        samples = samples_to_settle_mean(mean, sd, lim.limit, conf)
+    else:
+        below = bisect_right(data, lim.limit) / n
+        samples = samples_to_settle_quantile(PERCENTILE_LEVELS[lim.stat], below, conf)
+    return None if samples is None else _requests_for(samples, n, measured)
+
+
+def _proportion_row(key: str, limit: float, k: int, n: int, *, minimum: bool, slo: SloSpec,
+                    conf: float, on_point: bool) -> SloRow:
+    est = proportion_estimate(k, n, conf) if n else None
+    # a limit at the end of the scale (no failure at all, every request good) is never inside
+    # an interval from a finite sample: it can only be judged on the count
+    at_edge = limit == (1.0 if minimum else 0.0)
+    on_point = on_point or at_edge
+    note = ("a limit of 100% is judged on the count" if at_edge and minimum
+            else "a limit of 0 is judged on the count" if at_edge
+            else "judged on the point estimate" if on_point else "")
+    ev = _Evidence(key=key, limit=limit, unit=_PERCENT, estimate=est, n=n, confidence=conf,
+                   minimum=minimum, note=note)
+    basis: Basis = "point_estimate" if on_point else "interval"
+    method = "observed count" if at_edge else "Clopper–Pearson interval"
+    if est is None or (slo.min_samples is not None and n < slo.min_samples):
+        return ev.row("not_enough_data", basis=basis, method=method, needed_n=slo.min_samples or 1,
+                      tail=_short_tail(slo, n))
+    status = _judge(est, limit, minimum=minimum, on_point=on_point)
+    if status != "not_enough_data":
+        return ev.row(status, basis=basis, method=method)
+    needed, tail = _needed_tail(samples_to_settle_proportion(est.value, limit, conf), n,
+                                "the interval straddles the limit")
+    return ev.row(status, basis=basis, method=method, needed_n=needed, tail=tail)
+
+
+def _rate_row(key: str, limit: float, value: float | None, unit: _Unit, summary: LoadSummary,
+              slo: SloSpec, conf: float) -> SloRow:
+    measured = summary.counts.measured
+    est = None if value is None else Estimate(value=value, low=None, high=None, n=measured)
+    duration = summary.duration_s or 0.0
+    ev = _Evidence(key=key, limit=limit, unit=unit, estimate=est, n=measured, confidence=conf,
+                   minimum=True, show_interval=False,
+                   note=f"point estimate over a {duration:.1f} s window")
+    # a rate is a total over one window, not a sample of independent draws: without repeated
+    # runs there is no honest interval, so it is judged on the measured value
+    method = "point estimate (a total over the window; no interval without repeated runs)"
+    if est is None or (slo.min_samples is not None and measured < slo.min_samples):
+        return ev.row("not_enough_data", basis="point_estimate", method=method,
+                      needed_n=slo.min_samples or 1, tail=_short_tail(slo, measured))
+    return ev.row(_judge(est, limit, minimum=True, on_point=True), basis="point_estimate", method=method)
+
+
+def _short_tail(slo: SloSpec, measured: int) -> str:
+    if slo.min_samples is not None and measured < slo.min_samples:
+        return f", the SLO asks for at least {slo.min_samples} measured requests (now {measured})"
+    return ", there were no measured requests in a window longer than 0 s"
+
+
+def _min_samples_row(summary: LoadSummary, min_samples: int) -> SloRow:
+    n = summary.counts.measured
+    status: Status = "pass" if n >= min_samples else "not_enough_data"
+    text = f"min_samples = {n} measured requests"
+    message = (f"{text} ≥ {min_samples}" if status == "pass"
+               else f"{text} vs limit {min_samples}: not enough data; run at least {min_samples}")
+    return SloRow(key="min_samples", limit=float(min_samples), measured=float(n), ci_low=None,
+                  ci_high=None, n=n, margin=(n - min_samples) / min_samples, status=status,
+                  basis="point_estimate", method="count of measured requests",
+                  needed_n=None if status == "pass" else min_samples, min_n=None, message=message)
+
+
+def evaluate(summary: LoadSummary, slo: SloSpec, *, confidence: float = 0.95,
+             point_estimate: bool = False) -> SloEvaluation:
+    """Judge every limit of the SLO against one run's summary."""
+    rows = [_latency_row(summary, lim, slo, confidence, point_estimate) for lim in slo.latency]
+    counts = summary.counts
+    if slo.error_rate is not None:
+        rows.append(_proportion_row("error_rate", slo.error_rate, counts.failed, counts.measured,
+                                    minimum=False, slo=slo, conf=confidence, on_point=point_estimate))
+    if slo.throughput_min is not None:
+        rows.append(_rate_row("throughput_min", slo.throughput_min, summary.throughput_tokens_per_s,
+                              _TOKENS, summary, slo, confidence))
+    if slo.request_rate_min is not None:
+        rows.append(_rate_row("request_rate_min", slo.request_rate_min, summary.request_rate_per_s,
+                              _REQUESTS, summary, slo, confidence))
+    if slo.goodput_min is not None:
+        limits = per_request_limits(slo)
+        good = sum(1 for r in summary.samples.requests if meets(r, limits))
+        rows.append(_proportion_row("goodput_min", slo.goodput_min, good, len(summary.samples.requests),
+                                    minimum=True, slo=slo, conf=confidence, on_point=point_estimate))
+    if slo.min_samples is not None:
+        rows.append(_min_samples_row(summary, slo.min_samples))
+    return SloEvaluation(status=overall([row.status for row in rows]), rows=tuple(rows),
+                         confidence=confidence, point_estimate=point_estimate)
+
+
+def evaluate_runs(summaries: Sequence[LoadSummary], slo: SloSpec, *, confidence: float = 0.95,
+                  point_estimate: bool = False) -> RunsEvaluation:
+    """Judge every run of a test against the SLO; any failing run fails, no run means no data."""
+    runs = tuple(evaluate(s, slo, confidence=confidence, point_estimate=point_estimate)
+                 for s in summaries)
+    status = overall([run.status for run in runs]) if runs else "not_enough_data"
+    return RunsEvaluation(status=status, runs=runs)

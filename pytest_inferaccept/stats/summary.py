@@ -1,0 +1,363 @@
+"""One load run's records reduced to counts, rates and latency statistics (docs/statistics.md)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_inferaccept.stats.percentiles import (
+    PERCENTILE_LEVELS,
+    Estimate,
+    mean_estimate,
+    proportion_estimate,
+    quantile,
+    quantile_estimate,
+)
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.load.records import RequestRecord
+    from pytest_inferaccept.markers import SloSpec
+
+METRICS: tuple[str, ...] = ("ttft", "ttft_first_byte", "ttft_any_token", "itl", "tpot", "e2e")
+"""Latency metrics summarised, in seconds, over successful measured requests."""
+
+TokenSource = Literal["usage", "content_events", "mixed", "none"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricSummary:
+    """Sample size, mean, percentiles and maximum of one latency metric (seconds)."""
+
+    n: int
+    mean: Estimate | None = None
+    percentiles: dict[str, Estimate] = field(default_factory=dict)
+    max: Estimate | None = None
+    """The observed maximum; `low` is the observation itself and there is no upper bound."""
+
+    def stat(self, name: str) -> Estimate | None:
+        """The estimate named like the slo marker's statistic: p50 … p999, mean or max."""
+        if name == "mean":
+            return self.mean
+        if name == "max":
+            return self.max
+        return self.percentiles.get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping: unit, n, then mean, p50 … p999, max."""
+        out: dict[str, Any] = {"unit": "s", "n": self.n}
+        for name in ("mean", *PERCENTILE_LEVELS, "max"):
+            est = self.stat(name)
+            out[name] = None if est is None else est.to_json()
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counts:
+    """How many requests were sent, measured, succeeded and failed (by error class)."""
+
+    sent: int
+    """Every record, warm-up included."""
+    warmup: int
+    measured: int
+    """Records that count in statistics: all but warm-up, failures included."""
+    ok: int
+    failed: int
+    errors: dict[str, int]
+    """Failed measured requests per error class, every known class listed, in report order."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {"sent": self.sent, "warmup": self.warmup, "measured": self.measured, "ok": self.ok,
+                "failed": self.failed, "errors": dict(self.errors)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spread:
+    """Point percentiles of a quantity without intervals (token counts, schedule lag)."""
+
+    n: int
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Spread | None:
+        """Describe the values; None when there are none."""
+        data = sorted(values)
+        if not data:
+            return None
+        return cls(n=len(data), mean=math.fsum(data) / len(data), p50=quantile(data, 0.5),
+                   p90=quantile(data, 0.9), p99=quantile(data, 0.99), max=data[-1])
+
+    def to_json(self) -> dict[str, float | int]:
+        """Return a JSON-ready mapping."""
+        return {"n": self.n, "mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99,
+                "max": self.max}
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageSummary:
+    """Where output token counts came from, and how far the server's count and the client's agree."""
+
+    with_usage: int
+    """Successful measured requests whose answer carried usage.completion_tokens."""
+    without_usage: int
+    source: TokenSource
+    note: str
+    """A plain sentence when some or all requests were counted by content events, else ''."""
+    mismatched: int
+    """Requests with usage whose completion_tokens differ from the content events counted."""
+    mean_ratio: float | None
+    """Mean of completion_tokens / content_events over requests with usage and events."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {"with_usage": self.with_usage, "without_usage": self.without_usage,
+                "source": self.source, "note": self.note, "mismatched": self.mismatched,
+                "mean_ratio": self.mean_ratio}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLatency:
+    """The per-request values goodput judges: success, TTFT, TPOT, e2e and the largest ITL gap."""
+
+    ok: bool
+    ttft: float | None
+    tpot: float | None
+    e2e: float
+    max_itl: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Goodput:
+    """Measured requests that met every per-request latency limit, as a fraction and per second."""
+
+    good: int
+    measured: int
+    fraction: Estimate | None
+    per_s: float | None
+    limits: dict[str, float]
+    """The per-request limit applied to each metric (the smallest limit the SLO sets on it)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {"good": self.good, "measured": self.measured,
+                "fraction": None if self.fraction is None else self.fraction.to_json(),
+                "per_s": self.per_s, "limits": dict(self.limits)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Samples:
+    """Raw material kept for SLO evaluation at any confidence; not part of the JSON."""
+
+    metrics: dict[str, list[float]]
+    """Sorted values per metric name."""
+    requests: tuple[RequestLatency, ...]
+    """One entry per measured request, failures included."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSummary:
+    """Everything the statistics say about one load run; `to_json()` is the report's view."""
+
+    confidence: float
+    window: tuple[float, float]
+    """The window the load engine reported (start, end)."""
+    measured_window: tuple[float, float] | None
+    """First send to last end of the measured requests: the denominator of every rate."""
+    counts: Counts
+    error_rate: Estimate | None
+    metrics: dict[str, MetricSummary]
+    output_tokens: int
+    """Output tokens of successful measured requests (usage where sent, else content events)."""
+    throughput_tokens_per_s: float | None
+    request_rate_per_s: float | None
+    """Successful measured requests per second of the measured window."""
+    goodput: Goodput | None
+    usage: UsageSummary
+    coalesced_fraction: float | None
+    """Share of SSE events that arrived in one network read with the event before them."""
+    prompt_tokens: Spread | None
+    output_tokens_per_request: Spread | None
+    schedule_lag: Spread | None
+    """send - scheduled in seconds, where the schedule set `scheduled` (open loop)."""
+    samples: Samples = field(repr=False, compare=False)
+
+    @property
+    def duration_s(self) -> float | None:
+        """Length of the measured window in seconds."""
+        if self.measured_window is None:
+            return None
+        return self.measured_window[1] - self.measured_window[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping (shape in docs/statistics.md)."""
+        mw = self.measured_window
+
+        def opt(value: Any) -> Any:
+            return None if value is None else value.to_json()
+
+        return {
+            "confidence": self.confidence,
+            "window": {"start": self.window[0], "end": self.window[1]},
+            "measured_window": None if mw is None else {"start": mw[0], "end": mw[1],
+                                                        "duration_s": self.duration_s},
+            "counts": self.counts.to_json(),
+            "error_rate": opt(self.error_rate),
+            "metrics": {name: m.to_json() for name, m in self.metrics.items()},
+            "output_tokens": self.output_tokens,
+            "throughput_tokens_per_s": self.throughput_tokens_per_s,
+            "request_rate_per_s": self.request_rate_per_s,
+            "goodput": opt(self.goodput),
+            "usage": self.usage.to_json(),
+            "coalesced_fraction": self.coalesced_fraction,
+            "prompt_tokens": opt(self.prompt_tokens),
+            "output_tokens_per_request": opt(self.output_tokens_per_request),
+            "schedule_lag_s": opt(self.schedule_lag),
+        }
+
+
+def summarize_metric(values: Iterable[float], confidence: float = 0.95) -> MetricSummary:
+    """Mean, percentiles with intervals and maximum of one latency metric."""
+    data = sorted(values)
+    if not data:
+        return MetricSummary(n=0)
+    return MetricSummary(
+        n=len(data),
+        mean=mean_estimate(data, confidence),
+        percentiles={name: quantile_estimate(data, p, confidence) for name, p in PERCENTILE_LEVELS.items()},
+        max=Estimate(value=data[-1], low=data[-1], high=None, n=len(data)),
+    )
+
+
+def per_request_limits(slo: SloSpec) -> dict[str, float]:
+    """The per-request limit goodput applies per metric: the smallest limit the SLO sets on it."""
+    limits: dict[str, float] = {}
+    for lim in slo.latency:
+        limits[lim.metric] = min(lim.limit, limits.get(lim.metric, math.inf))
+    return limits
+
+
+def meets(request: RequestLatency, limits: Mapping[str, float]) -> bool:
+    """True when a request succeeded and met every per-request latency limit.
+
+    A request with no content has no TTFT and fails a TTFT limit; one with fewer than two
+    tokens has no TPOT or ITL gap, so those limits have nothing to object to.
+    """
+    if not request.ok:
+        return False
+    values = {"ttft": request.ttft, "tpot": request.tpot, "e2e": request.e2e, "itl": request.max_itl}
+    for metric, limit in limits.items():
+        value = values[metric]
+        if value is None:
+            if metric in ("ttft", "e2e"):
+                return False
+            continue
+        if value > limit:
+            return False
+    return True
+
+
+def goodput(requests: tuple[RequestLatency, ...], slo: SloSpec, duration_s: float | None,
+            confidence: float = 0.95) -> Goodput:
+    """Count measured requests meeting every per-request limit of the SLO; failures never do."""
+    limits = per_request_limits(slo)
+    good = sum(1 for r in requests if meets(r, limits))
+    n = len(requests)
+    return Goodput(
+        good=good, measured=n,
+        fraction=proportion_estimate(good, n, confidence) if n else None,
+        per_s=good / duration_s if duration_s else None,
+        limits=limits,
+    )
+
+
+def _usage(ok: list[RequestRecord]) -> UsageSummary:
+    with_usage = [r for r in ok if r.completion_tokens is not None]
+    without = len(ok) - len(with_usage)
+    source: TokenSource = ("none" if not ok else "usage" if not without
+                           else "content_events" if not with_usage else "mixed")
+    note = ""
+    if without:
+        note = (f"the server sent no usage for {without} of {len(ok)} successful requests; their "
+                "output tokens are the content events the client counted (an event may carry "
+                "more than one token, so counts and TPOT may be off for those requests)")
+    mismatched = sum(1 for r in with_usage if r.completion_tokens != r.content_events)
+    ratios = [r.completion_tokens / r.content_events for r in with_usage
+              if r.completion_tokens is not None and r.content_events > 0]
+    return UsageSummary(with_usage=len(with_usage), without_usage=without, source=source, note=note,
+                        mismatched=mismatched,
+                        mean_ratio=math.fsum(ratios) / len(ratios) if ratios else None)
+
+
+def _latency(r: RequestRecord, gaps: list[float]) -> RequestLatency:
+    return RequestLatency(ok=r.ok, ttft=r.ttft, tpot=r.tpot(), e2e=r.e2e,
+                          max_itl=max(gaps) if gaps else None)
+
+
+def _since_send(records: list[RequestRecord], attr: str) -> list[float]:
+    out = []
+    for r in records:
+        t = getattr(r, attr)
+        if t is not None:
+            out.append(t - r.send)
+    return out
+
+
+def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
+              slo: SloSpec | None = None, confidence: float = 0.95) -> LoadSummary:
+    """Reduce a run's records to a LoadSummary; warm-up excluded, failures kept in every count."""
+    # imported here: the load package may bring its HTTP client along, and only a run needs it
+    from pytest_inferaccept.load.records import ERROR_CLASSES
+
+    everything = list(records)
+    measured = [r for r in everything if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    errors = dict.fromkeys(ERROR_CLASSES, 0)
+    for r in measured:
+        if r.error is not None:
+            errors[r.error] = errors.get(r.error, 0) + 1  # an unknown class is kept, never dropped
+    counts = Counts(sent=len(everything), warmup=len(everything) - len(measured),
+                    measured=len(measured), ok=len(ok), failed=len(measured) - len(ok), errors=errors)
+
+    mw = (min(r.send for r in measured), max(r.end for r in measured)) if measured else None
+    duration = mw[1] - mw[0] if mw is not None and mw[1] > mw[0] else None
+
+    gaps = [r.itls() for r in measured]  # computed once: ITL and goodput both need them
+    values: dict[str, list[float]] = {
+        "ttft": _since_send(ok, "first_content"),
+        "ttft_first_byte": _since_send(ok, "first_byte"),
+        "ttft_any_token": _since_send(ok, "first_token_any"),
+        "itl": [gap for r, own in zip(measured, gaps, strict=True) if r.ok for gap in own],
+        "tpot": [t for r in ok if (t := r.tpot()) is not None],
+        "e2e": [r.e2e for r in ok],
+    }
+    for data in values.values():
+        data.sort()
+    requests = tuple(_latency(r, own) for r, own in zip(measured, gaps, strict=True))
+    output_tokens = sum(r.output_tokens for r in ok)
+    chunks = sum(r.chunks for r in ok)
+    lags = [r.send - r.scheduled for r in measured if r.scheduled is not None]
+
+    return LoadSummary(
+        confidence=confidence,
+        window=(window[0], window[1]),
+        measured_window=mw,
+        counts=counts,
+        error_rate=proportion_estimate(counts.failed, counts.measured, confidence) if measured else None,
+        metrics={name: summarize_metric(data, confidence) for name, data in values.items()},
+        output_tokens=output_tokens,
+        throughput_tokens_per_s=output_tokens / duration if duration else None,
+        request_rate_per_s=len(ok) / duration if duration else None,
+        goodput=None if slo is None else goodput(requests, slo, duration, confidence),
+        usage=_usage(ok),
+        coalesced_fraction=sum(r.coalesced for r in ok) / chunks if chunks else None,
+        prompt_tokens=Spread.of(r.prompt_tokens for r in ok if r.prompt_tokens is not None),
+        output_tokens_per_request=Spread.of(r.output_tokens for r in ok),
+        schedule_lag=Spread.of(lags),
+        samples=Samples(metrics=values, requests=requests),
+    )
