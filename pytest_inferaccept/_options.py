@@ -69,9 +69,42 @@ OPTIONS: tuple[_Option, ...] = (
             "words in the over-long prompt; must exceed the context window (200000)"),
     _Option("html_path", "--inferaccept-html", "PATH",
             "write the go/no-go report here: one self-contained HTML page"),
+    _Option("load_concurrency", "--load-concurrency", "N",
+            "requests in flight in the bundled load test (default 4)"),
+    _Option("load_requests", "--load-requests", "N",
+            "measured requests in the bundled load test (default 100; it also stops at --load-duration)"),
+    _Option("load_duration", "--load-duration", "SECONDS",
+            "longest the bundled load test may measure (default 120)"),
+    _Option("load_workers", "--load-workers", "N",
+            "client processes a load run is spread over (default 1)"),
+    _Option("slo_profile", "--slo-profile", "FILE",
+            "the team's SLO for load tests without their own slo marker: a JSON (or TOML) file"),
+    _Option("slo_judge", "--slo-judge", "HOW",
+            "interval (default: an SLO passes only when the confidence interval is within it) or "
+            "point (judge on the point estimate; the results say so)"),
+    _Option("client_check", "--client-check", "HOW",
+            "strict (default: a load run the client limited is INVALID) or warn (judge it anyway, "
+            "with a warning; for a client you know is busy)"),
+    _Option("records_path", "--inferaccept-records", "PATH",
+            "write every load request's record here, one JSON object a line"),
+    _Option("baseline_path", "--inferaccept-baseline", "PATH",
+            "compare this run with a previous results file (the upgrade gate): a regression is NO-GO"),
+    _Option("answers_file", "--answers-file", "PATH",
+            "more fixed prompts for the answer-consistency check, JSONL: {\"id\", \"prompt\"} a line"),
+    _Option("answer_drift", "--answer-drift", "HOW",
+            "what an answer that drifted from the baseline's means: warn (default) or fail"),
+    _Option("answer_drift_threshold", "--answer-drift-threshold", "RATIO",
+            "the least similarity (0-1) a changed answer may have to the baseline's (default 0.9)"),
 )
+SLO_HELP = ("an SLO limit for load tests without their own slo marker, KEY=VALUE (repeatable: "
+            "--slo ttft_p95=0.5 --slo error_rate=0.01); keys as in the slo marker")
 CONDITION_HELP = ("a condition of this run to record with every result, KEY=VALUE (repeatable: "
                   "--condition gpu=H100x2 --condition tp=2); the ini twin takes lines or a comma list")
+
+
+TOLERANCE_HELP = ("how far a figure may move before the baseline comparison calls it a regression, "
+                  "KEY=FRACTION (repeatable: --regression-tolerance ttft_p95=0.2); defaults 0.1 on "
+                  "latencies and throughput")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -87,6 +120,14 @@ def add_options(parser: pytest.Parser) -> None:
                     action="append", default=None, help=CONDITION_HELP)
     parser.addini("inferaccept_condition", f"{CONDITION_HELP} (ini twin of --condition)",
                   type="linelist", default=[])
+    group.addoption("--slo", dest="inferaccept_slo", metavar="KEY=VALUE", action="append",
+                    default=None, help=SLO_HELP)
+    parser.addini("inferaccept_slo", f"{SLO_HELP} (ini twin of --slo)", type="linelist", default=[])
+    group.addoption("--regression-tolerance", dest="inferaccept_regression_tolerance",
+                    metavar="KEY=FRACTION",
+                    action="append", default=None, help=TOLERANCE_HELP)
+    parser.addini("inferaccept_regression_tolerance",
+                  f"{TOLERANCE_HELP} (ini twin of --regression-tolerance)", type="linelist", default=[])
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
@@ -95,6 +136,13 @@ def settings_from_config(config: pytest.Config) -> Settings:
     def lookup(key: str) -> str | None:
         if key == "condition":
             return _conditions(config)
+        if key == "slo":
+            entries = [*config.getini("inferaccept_slo"), *(config.getoption("inferaccept_slo") or [])]
+            return "\n".join(entries) if entries else None
+        if key == "regression_tolerance":
+            entries = [*config.getini("inferaccept_regression_tolerance"),
+                       *(config.getoption("inferaccept_regression_tolerance") or [])]
+            return "\n".join(entries) if entries else None
         value = config.getoption(f"inferaccept_{key}")
         if value is None:
             ini = config.getini(f"inferaccept_{key}")

@@ -88,11 +88,20 @@ class Evidence:
         """Remove every known secret (and secret-shaped value) from a text."""
         return self.scrubber.text(text)
 
+    def _cut(self, text: str) -> str:
+        """Scrub, then cut to an excerpt; a huge body is first trimmed with a margin wider than
+        any secret, so scrubbing stays cheap and nothing straddling the cut survives."""
+        margin = BODY_EXCERPT + 4096 + max((len(x) for x in self.scrubber.secrets), default=0)
+        if len(text) <= margin:
+            return excerpt(self.scrub(text))
+        kept = self.scrub(text[:margin])[:BODY_EXCERPT]
+        return f"{kept}… [{len(text) - BODY_EXCERPT} more chars]"
+
     def add_exchange(self, exchange: Exchange) -> None:
         """Keep an exchange (the first few and the latest ones), scrubbed, then cut to size."""
         exchange.url = self.scrub(exchange.url)
-        exchange.request_body = excerpt(self.scrub(exchange.request_body))
-        exchange.response_body = excerpt(self.scrub(exchange.response_body))
+        exchange.request_body = self._cut(exchange.request_body)
+        exchange.response_body = self._cut(exchange.response_body)
         if exchange.error:
             exchange.error = self.scrub(exchange.error)
         exchange.request_headers = {k: excerpt(self.scrub(v), 300)

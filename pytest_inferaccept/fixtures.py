@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_inferaccept.evidence import Evidence
-from pytest_inferaccept.keys import EVIDENCE_KEY, SESSION_KEY
+from pytest_inferaccept.keys import EVIDENCE_KEY, LOAD_KEY, SESSION_KEY, SLO_KEY
 from pytest_inferaccept.server import ServerUnderTest
 
 if TYPE_CHECKING:
     import httpx
     import openai
+
+    from pytest_inferaccept.loadgen import LoadGen, LoadResult
 
 
 def _evidence(node: pytest.Item) -> Evidence:
@@ -95,28 +97,31 @@ def openai_client(request: pytest.FixtureRequest,
 
 
 @pytest.fixture
-async def async_openai_client(request: pytest.FixtureRequest,
-                              inferaccept_server: ServerUnderTest) -> AsyncIterator[openai.AsyncOpenAI]:
-    """The official async OpenAI SDK client configured for the server (needs an async runner)."""
-    import openai
+def loadgen(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest) -> LoadGen:
+    """Load generator for this test: `loadgen.run(concurrency=8, requests=200, workload=...)`.
 
-    from pytest_inferaccept.http import make_sdk_clients
+    Every run is judged when the test ends against the test's @pytest.mark.slo (else the
+    session's --slo / --slo-profile); `await loadgen.arun(...)` is the async twin.
+    """
+    from pytest_inferaccept.loadgen import LoadGen
 
-    s = request.config.stash[SESSION_KEY].settings
-    bounded = make_sdk_clients(request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
-                               max_bytes=s.max_response_bytes, asynchronous=True)
-    client = openai.AsyncOpenAI(base_url=inferaccept_server.api_base,
-                                api_key=s.api_key or "none",
-                                timeout=openai.Timeout(s.request_timeout,
-                                                       connect=s.connect_timeout),
-                                max_retries=0, http_client=bounded)
-    yield client
-    await client.close()
+    session = request.config.stash[SESSION_KEY]
+    node = request.node
+    marker = node.stash.get(SLO_KEY, None)
+    kept = node.stash.setdefault(LOAD_KEY, [])
+
+    def keep(result: LoadResult) -> None:
+        kept.append(result)
+        session.load_runs.append((result.label, result.run))
+
+    return LoadGen(server=inferaccept_server, settings=session.settings,
+                   slo=marker or session.settings.load.slo, label=node.nodeid, keep=keep,
+                   bad_input=_evidence(node).mark_invalid, say=session.progress_line)
 
 
 SERVER_FIXTURES: frozenset[str] = frozenset({
     "inferaccept_server", "model", "embedding_model", "http_client", "embedding_http_client",
-    "openai_client", "async_openai_client",
+    "openai_client", "async_openai_client", "loadgen",
 })
 """Fixtures that need the server; a test using one is an acceptance test."""
 ACCEPTANCE_FIXTURES: frozenset[str] = SERVER_FIXTURES | {"inferaccept_evidence"}

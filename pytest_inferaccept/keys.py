@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from pytest_inferaccept.evidence import Evidence
@@ -13,3 +15,9 @@ EVIDENCE_KEY = pytest.StashKey[Evidence]()
 CAPABILITY_KEY = pytest.StashKey[CapabilitySpec]()
 SLO_KEY = pytest.StashKey[SloSpec | None]()
 ACCEPTANCE_KEY = pytest.StashKey[bool]()
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.loadgen import LoadResult
+
+LOAD_KEY = pytest.StashKey[list["LoadResult"]]()
+"""The load runs a test made through `loadgen` (judged when the test ends)."""

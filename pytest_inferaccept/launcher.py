@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -74,6 +74,8 @@ def probe_ready(base_url: str, paths: Sequence[str] = READY_PATHS, timeout: floa
             if exc.code == 404:
                 continue
             return seen
+        except urllib.error.URLError as exc:
+            return f"{path}: {exc.reason}"  # "[Errno 111] Connection refused", not "<urlopen error ...>"
         except (OSError, ValueError) as exc:
             return f"{path}: {exc}"
     return seen
@@ -143,9 +145,12 @@ class ServerProcess:
         return (f"server command exited ({how}) after {time.monotonic() - self.started_at:.1f}s: "
                 f"{self.command}{self._log_section()}")
 
-    def wait_ready(self, base_url: str, *, timeout: float,
-                   paths: Sequence[str] = READY_PATHS) -> float:
-        """Poll until the server answers ready; return seconds taken or raise LaunchError."""
+    def wait_ready(self, base_url: str, *, timeout: float, paths: Sequence[str] = READY_PATHS,
+                   on_wait: Callable[[str], None] | None = None) -> float:
+        """Poll until the server answers ready; return seconds taken or raise LaunchError.
+
+        `on_wait` gets what each poll saw while the server is not ready yet (for progress lines).
+        """
         deadline = time.monotonic() + timeout
         seen = "nothing yet"
         while True:
@@ -154,6 +159,8 @@ class ServerProcess:
             seen = probe_ready(base_url, paths) or ""
             if not seen:
                 return time.monotonic() - self.started_at
+            if on_wait is not None:
+                on_wait(seen)
             if time.monotonic() >= deadline:
                 self.stop()
                 raise LaunchError(

@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,12 @@ from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.fixtures import (  # noqa: F401 - registers the fixtures
     ACCEPTANCE_FIXTURES,
     SERVER_FIXTURES,
-    async_openai_client,
     embedding_http_client,
     embedding_model,
     http_client,
     inferaccept_evidence,
     inferaccept_server,
+    loadgen,
     model,
     openai_client,
 )
@@ -31,6 +31,7 @@ from pytest_inferaccept.keys import (
     ACCEPTANCE_KEY,
     CAPABILITY_KEY,
     EVIDENCE_KEY,
+    LOAD_KEY,
     SESSION_KEY,
     SLO_KEY,
 )
@@ -58,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register markers and resolve the settings once."""
     config.addinivalue_line("markers", SLO_SIGNATURE)
     config.addinivalue_line("markers", CAPABILITY_SIGNATURE)
+    config.addinivalue_line("markers", "inferaccept_liveness: the test checks whether the server is "
+                            "alive; it runs even after the server stopped answering")
     settings = _options.settings_from_config(config)
     # Each run logs into its own directory: a death message must never quote an earlier run.
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -75,11 +78,32 @@ def pytest_configure(config: pytest.Config) -> None:
         with capman.global_and_fixture_disabled():
             reporter.write_line(line)
 
-    config.stash[SESSION_KEY] = AcceptanceSession(settings, log_dir, log)
+    def silent(line: str) -> None:
+        return None
+
+    quiet = int(config.getoption("verbose", 0) or 0) < 0
+    config.stash[SESSION_KEY] = AcceptanceSession(settings, log_dir, log, progress=silent if quiet else log)
     config.pluginmanager.register(_OutcomeCollector(config), "inferaccept-outcomes")
     from pytest_inferaccept.report.pytest_html import register_if_wanted
 
     register_if_wanted(config)  # only when pytest-html is installed and writes a report
+    from pytest_inferaccept import xdist
+
+    xdist.register(config)  # only when pytest-xdist is installed
+    try:
+        # Loaded here, not at import: pytest-asyncio is needed only where pytest runs.
+        from pytest_inferaccept import async_fixtures
+    except ImportError:  # installed without its dependencies: the async fixtures are missing
+        return
+    config.pluginmanager.register(async_fixtures, "inferaccept-async-fixtures")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Name the server under test, the model, the required capabilities and the SLO."""
+    from pytest_inferaccept.header import header_lines
+
+    session = config.stash[SESSION_KEY]
+    return header_lines(session.settings, session.scrubber)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -104,6 +128,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.stash[ACCEPTANCE_KEY] = bool(caps.names or slo or fixtures & ACCEPTANCE_FIXTURES)
 
 
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """Count the acceptance checks -k, -m or --deselect left out: the verdict covers a subset."""
+    if not items:
+        return
+    session = items[0].config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return
+    for item in items:
+        # -k and -m may deselect before this plugin's own modifyitems has marked the item.
+        marked = item.stash.get(ACCEPTANCE_KEY, None)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if marked or (marked is None and (any(item.iter_markers("capability"))
+                                          or any(item.iter_markers("slo"))
+                                          or fixtures & ACCEPTANCE_FIXTURES)):
+            session.deselected.append(_test_id(item))
+
+
+def _test_id(item: pytest.Item) -> str:
+    """The test's id as the results name it (a --pyargs module outside the rootdir gets its file)."""
+    return f"{item.path.name}{item.nodeid}" if item.nodeid.startswith("::") else item.nodeid
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Reach the server, stop on an unusable one, and gate the test on its capabilities."""
@@ -118,15 +164,39 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         session.server()
     except ServerUnavailable as exc:
         pytest.exit(f"inferaccept: {exc}", returncode=EXIT_CODES["INVALID"])
-    dead = session.check_alive()
-    if dead:
-        pytest.fail(dead, pytrace=False)
+    # A liveness check asks the server itself whether it is alive: it runs and judges even after
+    # the run saw the server stop answering (its own failure then names what it found).
+    gone = None if item.get_closest_marker("inferaccept_liveness") else session.before_test(_test_id(item))
+    if gone:
+        pytest.fail(gone, pytrace=False)
     for name in caps.names:
         if session.is_required(name):
             continue
         probe = session.probe(name)
         if probe.status != "supported":
             pytest.skip(f"{probe.status}: {name}: {probe.detail}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """After the test body: judge the load it ran against its SLO (a failure is the test's)."""
+    yield
+    if not item.stash.get(ACCEPTANCE_KEY, False):
+        return
+    from pytest_inferaccept.loadgen import SloJudgement, judge
+
+    marker = item.stash.get(SLO_KEY, None)
+    slo = marker or item.config.stash[SESSION_KEY].settings.load.slo
+    load = item.config.stash[SESSION_KEY].settings.load
+    verdict = judge(item.stash.get(LOAD_KEY, []), slo, from_marker=marker is not None,
+                    client_check=load.client_check)
+    for warning in verdict.warnings:
+        item.stash[EVIDENCE_KEY].warn(warning)
+    if verdict.status == "invalid":
+        item.stash[EVIDENCE_KEY].mark_invalid(verdict.message)
+        raise SloJudgement(f"INVALID: {verdict.title}", verdict.lines)
+    if verdict.status == "fail":
+        raise SloJudgement(verdict.title, verdict.lines)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -153,10 +223,14 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
             "slo": slo.to_json() if slo else None,
             "evidence": evidence.to_json() if evidence else {},
         }
+        runs = item.stash.get(LOAD_KEY, [])
+        if runs:
+            payload["load"] = [r.to_json() for r in runs]
         if call.excinfo is not None and report.outcome == "failed":
             from pytest_inferaccept.http import bound_finding
+            from pytest_inferaccept.loadgen import LoadInputError, SloJudgement
 
-            finding = call.excinfo.errisinstance(CheckFailed)
+            finding = call.excinfo.errisinstance((CheckFailed, LoadInputError, SloJudgement))
             bound = bound_finding(call.excinfo.value)
             text = str(call.excinfo.value) if finding else bound or call.excinfo.exconly()
             payload["message"] = text
@@ -166,10 +240,16 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
                 frames = [e for e in call.excinfo.traceback if e.path == item.path]
                 where = frames[-1] if frames else call.excinfo.traceback[-1]
                 report.longrepr = f"{text}\n\n(checked at {where.path}:{where.lineno + 1})"
-            dead = item.config.stash[SESSION_KEY].check_alive()
-            if dead:
-                # A connection error is only a symptom; the cause is the server's death.
-                payload["message"] = f"{dead}\n(the test saw: {payload['message'][:500]})"
+                if isinstance(call.excinfo.value, SloJudgement):
+                    report.longrepr = call.excinfo.value.long() + (
+                        "\n\n(the SLO is judged when the test ends, over every loadgen run it made)")
+            explained = item.config.stash[SESSION_KEY].explain_failure(
+                _test_id(item), call.excinfo.value, evidence.exchanges if evidence else ())
+            if explained is not None:
+                # A connection error is only a symptom; the cause is the server's stop.
+                payload["caused_by"], why = explained
+                saw = payload["message"]
+                payload["message"] = why if why in saw else f"{why}\n(the test saw: {saw[:500]})"
                 report.longrepr = payload["message"]
         scrubber = item.config.stash[SESSION_KEY].scrubber
         payload = scrubber.data(payload)
@@ -259,6 +339,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         why = f" ({state.signals.received})" if state.signals.received else ""
         state.problems.append(f"the run was interrupted{why} before every check ran")
     verdict = state.verdict()
+    if state.settings.gate.baseline_path is not None:
+        from pytest_inferaccept.compare.gate import compare_with_baseline
+
+        # The comparison reads this run as its document says it; what it finds re-decides the verdict.
+        section, regressions, warned, problem = compare_with_baseline(results.build(state, verdict),
+                                                                      state.settings.gate)
+        state.baseline, state.baseline_findings = section, (regressions, warned)
+        if problem:
+            state.problems.append(problem)
+        verdict = state.verdict()
     config.stash[_VERDICT_KEY] = verdict
     if int(exitstatus) in (0, 1, 5, EXIT_CODES["INVALID"]):
         # The verdict may raise pytest's status, never lower it: a failure outside the
@@ -266,14 +356,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         own = 0 if int(exitstatus) == pytest.ExitCode.NO_TESTS_COLLECTED else int(exitstatus)
         session.exitstatus = max(verdict.exit_code, own)
     state.exit_status = int(session.exitstatus)
+    records = state.settings.load.records_path
+    if records is not None:
+        from pytest_inferaccept.load import write_records
+
+        records.parent.mkdir(parents=True, exist_ok=True)
+        write_records(records, state.load_runs)
     path = state.settings.json_path
     document = state.scrubber.data(results.build(state, verdict))
     if path is not None:
         results.write(path, document)
+        state.written.append(("results", path))
     if state.settings.html_path is not None:
         from pytest_inferaccept.report import write_html
 
         write_html(state.settings.html_path, document, secrets=state.scrubber.secrets)
+        state.written.append(("report", state.settings.html_path))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -287,3 +385,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state = config.stash[SESSION_KEY]
     for text, markup in lines(state, verdict):
         terminalreporter.write_line(state.scrubber.text(text), **markup)
+    for what, where in state.written:
+        # The last lines of the run: where to look next.
+        terminalreporter.write_line(f"inferaccept: {what} written to {where.resolve()}")

@@ -16,6 +16,8 @@ from pytest_inferaccept.session import AcceptanceSession, _now
 from pytest_inferaccept.verdict import Verdict
 
 SCHEMA = "pytest-inferaccept/results/1"
+MAX_NAMED = 10
+"""How many deselected checks the document names (it counts them all)."""
 
 
 def build(session: AcceptanceSession, verdict: Verdict) -> dict[str, Any]:
@@ -43,7 +45,10 @@ def build(session: AcceptanceSession, verdict: Verdict) -> dict[str, Any]:
         "other_failures": list(session.other_failures),
         "exit_status": session.exit_status,
         "capabilities": session.capability_matrix(),
+        "causes": [cause.to_json() for cause in session.causes],
+        "deselected": {"count": len(session.deselected), "examples": session.deselected[:MAX_NAMED]},
         "tests": list(session.outcomes.values()),
+        "baseline": session.baseline,
     }
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.capabilities import CAPABILITIES, ProbeResult
 from pytest_inferaccept.launcher import LaunchError, ServerProcess, StopSignals, free_port
+from pytest_inferaccept.outage import SLOW_PROBE_PAUSE, Cause, answers, connection_failure, origin
+from pytest_inferaccept.progress import EVERY, FIRST_AFTER, Progress
 from pytest_inferaccept.scrub import Scrubber, url_password
 from pytest_inferaccept.server import ServerUnavailable, ServerUnderTest, list_models, version_info
 from pytest_inferaccept.settings import Settings
@@ -21,6 +23,8 @@ from pytest_inferaccept.verdict import CheckOutcome, Verdict, decide
 
 if TYPE_CHECKING:
     import httpx
+
+    from pytest_inferaccept.evidence import Exchange
 
 Log = Callable[[str], None]
 
@@ -32,17 +36,23 @@ def _now() -> str:
 class AcceptanceSession:
     """State of one acceptance run."""
 
-    def __init__(self, settings: Settings, log_dir: Path, log: Log = print) -> None:
+    def __init__(self, settings: Settings, log_dir: Path, log: Log = print,
+                 progress: Log | None = None) -> None:
         self.settings = settings
         self.log_dir = log_dir
         self.scrubber = Scrubber([settings.api_key, url_password(settings.server_url or ""),
                                   url_password(settings.embedding_url or "")])
         self._log = log
+        self._progress = log if progress is None else progress
+        self.progress_timing = (FIRST_AFTER, EVERY)
+        """(first line after, then at most one line every) seconds, for every Progress."""
         self.processes: list[ServerProcess] = []
         self.signals = StopSignals()
         self.other_failures: list[str] = []
         """Tests outside the acceptance verdict that failed or errored, and collection errors."""
         self.exit_status: int | None = None
+        self.load_runs: list[tuple[str, Any]] = []
+        """(test id, LoadRun) of every load run, for --inferaccept-records."""
         self._server: ServerUnderTest | None = None
         self._failure: str | None = None
         self.problems: list[str] = []
@@ -51,10 +61,34 @@ class AcceptanceSession:
         self.started_at = _now()
         self.finished_at: str | None = None
         self.death: str | None = None
+        self.causes: list[Cause] = []
+        """Every time the server stopped during the run, with the failures it explains."""
+        self.caused_by: dict[str, tuple[int, str]] = {}
+        """Test id -> (index in causes, the message that explains its failure)."""
+        self._last_test: str | None = None
+        self.deselected: list[str] = []
+        """Acceptance tests deselected (-k, -m, --deselect): the verdict covers a subset."""
+        self.written: list[tuple[str, Path]] = []
+        """(what, where) of each file the run wrote at the end: results, report."""
+        self.baseline: dict[str, Any] | None = None
+        """The comparison with --inferaccept-baseline (the results' `baseline` section), once made."""
+        self.baseline_findings: tuple[list[str], list[str]] = ([], [])
+        """(regressions, warnings) the comparison adds to the verdict."""
+        self.share_probe: Callable[[str, Callable[[], ProbeResult]], ProbeResult] | None = None
+        """Runs a probe once for all processes of the run (set in xdist workers), else None."""
 
     def log(self, line: str) -> None:
-        """Show a progress line to the user, scrubbed."""
+        """Show a line to the user, scrubbed (always: use progress() for lines -q should hide)."""
         self._log(self.scrubber.text(line))
+
+    def progress_line(self, line: str) -> None:
+        """Show a progress line, scrubbed; nothing under -q."""
+        self._progress(self.scrubber.text(line))
+
+    def progress(self, phase: str) -> Progress:
+        """Progress of one long phase: `update(text)` often, `done(text)` once (lines throttled)."""
+        first_after, every = self.progress_timing
+        return Progress(phase, self.progress_line, first_after=first_after, every=every)
 
     # --- the server -------------------------------------------------------------------------
 
@@ -77,7 +111,15 @@ class AcceptanceSession:
             self.problems.append(self._failure.splitlines()[0])
             self.stop()
             raise ServerUnavailable(self._failure) from None
+        if self.settings.api_key:
+            # Whether the server enforces the team's key is a finding of every run that gives one.
+            self.probe("auth")
         return self._server
+
+    def adopt(self, server: ServerUnderTest | None, failure: str | None = None) -> None:
+        """Use a server another process started or reached (an xdist worker gets the controller's)."""
+        self._server = server
+        self._failure = failure
 
     def _launch(self, name: str, argv_or_cmd: str | tuple[str, ...], env: dict[str, str],
                 ready_paths: tuple[str, ...], timeout: float,
@@ -94,7 +136,13 @@ class AcceptanceSession:
         proc = ServerProcess(command, log_path=log_path, env=env)
         self.processes.append(proc)
         self.log(f"inferaccept: started {name} server (pid {proc.pid}), log {log_path}")
-        ready = proc.wait_ready(base, timeout=timeout, paths=ready_paths)
+        waiting = self.progress(f"{name} server")
+
+        def still_waiting(seen: str) -> None:
+            waiting.update(f"waiting for the server at {base} to be ready (up to {timeout:.0f} s; "
+                           f"last seen: {seen})")
+
+        ready = proc.wait_ready(base, timeout=timeout, paths=ready_paths, on_wait=still_waiting)
         self.log(f"inferaccept: {name} server ready at {base} after {ready:.1f}s")
         return base, proc, ready
 
@@ -112,7 +160,9 @@ class AcceptanceSession:
         model = s.model
         embedding_model = s.embedding_model
         if s.server_preset == "fake":
-            cmd = f"{sys.executable} -m pytest_inferaccept.fake --port {{port}}"
+            # Known, realistic timing (20 ms to the first token, 2 ms between tokens): a load run
+            # against an instant server would only measure the client.
+            cmd = f"{sys.executable} -m pytest_inferaccept.fake --port {{port}} --ttft 0.02 --itl 0.002"
             base, _, ready = self._launch("chat", cmd, {}, ("/health",), s.ready_timeout)
             launched = "preset fake"
             embedding_model = embedding_model or "fake-embed"
@@ -120,11 +170,17 @@ class AcceptanceSession:
             from pytest_inferaccept.servers import PrepareError, prepare
 
             started = time.monotonic()
+            preset = s.server_preset
+
+            def preparing(line: str) -> None:
+                # A first build takes minutes; its steps and heartbeats are the progress.
+                self.progress_line(f"inferaccept: preparing {preset}: {line}")
+
             try:
-                recipe = prepare(s.server_preset, log=self.log)
+                recipe = prepare(preset, log=preparing)
             except (PrepareError, OSError) as exc:
                 raise ServerUnavailable(f"could not prepare preset {s.server_preset}: {exc}") from None
-            self.log(f"inferaccept: {s.server_preset} prepared in {time.monotonic() - started:.0f}s")
+            self.progress_line(f"inferaccept: {preset} prepared in {time.monotonic() - started:.0f}s")
             chat = recipe.chat
             base, _, ready = self._launch("chat", tuple(chat.argv), dict(chat.env),
                                           (chat.ready_path,), max(chat.ready_timeout, s.ready_timeout))
@@ -185,6 +241,116 @@ class AcceptanceSession:
                 return f"server under test is gone ({self.death.splitlines()[0]})"
         return None
 
+    # --- a server that stopped during the run: one cause, its consequences ------------------
+
+    def before_test(self, test: str) -> str | None:
+        """None when the server can serve this test; else why not (the test is then a consequence)."""
+        for cause in self._open_causes(test):
+            if cause.kind == "exited" or cause.main:
+                return self._attribute(cause, test, consequence=True)[1]
+        exited = self._exited(during=None)
+        if exited is not None:
+            return self._attribute(exited, test, consequence=True)[1]
+        self._last_test = test
+        return None
+
+    def explain_failure(self, test: str, exc: BaseException | None,
+                        exchanges: Sequence[Exchange] = ()) -> tuple[int, str] | None:
+        """(index in causes, message) when the server's stop explains this failed test, else None.
+
+        A launched process that exited explains it; so does a failed connection when a quick
+        probe confirms that the server no longer answers at all.
+        """
+        if test in self.caused_by:
+            return self.caused_by[test]
+        cause = self._exited(during=test)
+        if cause is not None:
+            return self._attribute(cause, test, consequence=False)
+        failure = connection_failure(exc, exchanges)
+        root = self._root_of(failure.origin if failure else None)
+        if failure is None or root is None:
+            return None
+        for known in self.causes:
+            if known.answered_again_before is None and (known.kind == "exited"
+                                                        or known.server == origin(root)):
+                return self._attribute(known, test, consequence=True)
+        seen = answers(root)
+        if seen is None:
+            return None  # it still answers: the failure is the test's own finding
+        assert self._server is not None
+        cause = Cause(kind="stopped answering", server=origin(root), reason=self.scrubber.text(seen),
+                      main=origin(root) == origin(self._server.base_url), during=test,
+                      last_request=self.scrubber.text(failure.describe()))
+        self._add_cause(cause)
+        return self._attribute(cause, test, consequence=False)
+
+    def _root_of(self, seen_origin: str | None) -> str | None:
+        """The root URL of the server under test a failed request went to (the main one when unknown).
+
+        None for a request to anywhere else: another host refusing is not the server stopping.
+        """
+        server = self._server
+        if server is None:
+            return None
+        for root in (server.base_url, server.embedding_url):
+            if seen_origin is None or origin(root) == seen_origin:
+                return root
+        return None
+
+    def _open_causes(self, test: str) -> list[Cause]:
+        """The causes still in force; a server that answers again closes its cause."""
+        still: list[Cause] = []
+        for cause in self.causes:
+            if cause.answered_again_before is not None:
+                continue
+            if cause.kind == "stopped answering" and cause.due_for_probe():
+                started = time.monotonic()
+                if answers(cause.server) is None:
+                    cause.answered_again_before = test
+                    self.log(f"inferaccept: {cause.who} answers again (before test {test})")
+                    continue
+                if time.monotonic() - started > 1.0:
+                    # A probe that waited for its timeout is not repeated before every test.
+                    cause.next_probe = time.monotonic() + SLOW_PROBE_PAUSE
+            still.append(cause)
+        return still
+
+    def _exited(self, during: str | None) -> Cause | None:
+        """A new cause when a launched process has exited (once: a process does not come back)."""
+        if any(c.kind == "exited" for c in self.causes):
+            return None
+        proc = next((p for p in self.processes if p.returncode is not None), None)
+        if proc is None or proc.returncode is None:
+            return None
+        self.check_alive()  # keeps the full death message, log tail included, in self.death
+        code = proc.returncode
+        server = self._server.base_url if self._server else ""
+        cause = Cause(kind="exited", server=origin(server) if server else "",
+                      reason=f"exit code {code}" if code >= 0 else f"killed by signal {-code}",
+                      during=during, after=None if during else self._last_test,
+                      detail=self.death or self.scrubber.text(proc.death_message()))
+        self._add_cause(cause)
+        return cause
+
+    def _add_cause(self, cause: Cause) -> None:
+        self.causes.append(cause)
+        # Said once, as it happens; the summary and the report give the final count.
+        self.log(f"inferaccept: {cause.headline()}; the failures that follow from it are "
+                 "reported as its consequences")
+
+    def _attribute(self, cause: Cause, test: str, *, consequence: bool) -> tuple[int, str]:
+        index = next(i for i, c in enumerate(self.causes) if c is cause)
+        if not consequence:
+            message = cause.detail if cause.kind == "exited" else cause.first_message()
+        elif cause.kind == "exited" and not cause.during and not cause.consequences:
+            message = cause.detail  # the first to notice a death between tests tells it whole
+            cause.consequences.append(test)
+        else:
+            message = cause.consequence_message()
+            cause.consequences.append(test)
+        self.caused_by[test] = (index, message)
+        return index, message
+
     def stop(self) -> None:
         """Stop every process this session launched, each even when stopping another failed."""
         failures: list[str] = []
@@ -208,8 +374,12 @@ class AcceptanceSession:
             from pytest_inferaccept.probes import PROBES
 
             server = self.server()
-            with self._client(self.settings.request_timeout) as client:
-                result = PROBES[capability](client, server)
+
+            def run() -> ProbeResult:
+                with self._client(self.settings.request_timeout) as client:
+                    return PROBES[capability](client, server)
+
+            result = self.share_probe(capability, run) if self.share_probe else run()
             if result.transient:
                 return result  # a refused or reset connection may pass: probe again next time
             self.probes[capability] = result
@@ -243,15 +413,20 @@ class AcceptanceSession:
     def capability_matrix(self) -> dict[str, dict[str, Any]]:
         """Per capability: required or probed, what the probe saw, and how its tests went."""
         matrix: dict[str, dict[str, Any]] = {}
+        # A check that failed only because the server had already stopped says nothing about
+        # the capability it exercises.
+        aftermath = {test for cause in self.causes for test in cause.consequences}
         for name in CAPABILITIES:
             tests: dict[str, int] = {}
+            judged_bad = 0
             for entry in self.outcomes.values():
                 if name in entry.get("capabilities", ()):
                     tests[entry["outcome"]] = tests.get(entry["outcome"], 0) + 1
+                    judged_bad += entry["outcome"] in ("failed", "error") and entry["nodeid"] not in aftermath
             probe = self.probes.get(name)
             if not tests and probe is None and not self.is_required(name):
                 continue
-            if tests.get("failed") or tests.get("error"):
+            if judged_bad:
                 status = "broken"
             elif probe is not None and probe.status != "supported":
                 status = probe.status
@@ -269,7 +444,8 @@ class AcceptanceSession:
             CheckOutcome(nodeid=e["nodeid"], outcome=e["outcome"], message=e.get("message", ""),
                         invalid=bool(e.get("evidence", {}).get("invalid")),
                         invalid_reason=str(e.get("evidence", {}).get("invalid") or ""),
-                        warnings=tuple(e.get("evidence", {}).get("warnings", ())))
+                        warnings=tuple(e.get("evidence", {}).get("warnings", ())),
+                        caused_by=e.get("caused_by"))
             for e in self.outcomes.values()
         ]
         warnings = [
@@ -277,4 +453,11 @@ class AcceptanceSession:
             for name, probe in self.probes.items()
             if probe.status == "broken" and not self.is_required(name)
         ]
-        return decide(outcomes, self.problems, extra_warnings=warnings)
+        from pytest_inferaccept.keycheck import key_findings
+
+        warned, failures = key_findings(self.settings.api_key, self.probes.get("auth"),
+                                        required=self.is_required("auth"))
+        regressions, changed = self.baseline_findings  # what got worse since the baseline is a NO-GO
+        return decide(outcomes, self.problems, extra_warnings=[*warnings, *warned, *changed],
+                      causes=[cause.sentence() for cause in self.causes], deselected=len(self.deselected),
+                      failures=[*failures, *regressions])

@@ -10,6 +10,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pytest_inferaccept.capabilities import DEFAULT_REQUIRED, parse_capability_list
+from pytest_inferaccept.compare.policy import GateSettings, PolicyError, parse_gate
+from pytest_inferaccept.markers import SloSpec
 from pytest_inferaccept.robustness import config as robustness_config
 
 PRESETS: tuple[str, ...] = ("fake", "llama-cpp", "vllm-cpu")
@@ -34,6 +36,33 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LoadSettings:
+    """How load tests run and are judged (the bundled load suite and every `loadgen` call)."""
+
+    concurrency: int = 4
+    requests: int = 100
+    duration: float | None = 120.0
+    workers: int = 1
+    slo: SloSpec | None = None
+    """The team's SLO for load tests without their own marker (--slo, --slo-profile)."""
+    slo_source: str | None = None
+    judge_on_point: bool = False
+    """Judge SLOs on the point estimate instead of the confidence interval (--slo-judge point)."""
+    records_path: Path | None = None
+    client_check: str = "strict"
+    """strict: a run the client limited is INVALID; warn: it is judged, with a warning."""
+
+    def describe(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {"concurrency": self.concurrency, "requests": self.requests, "duration": self.duration,
+                "workers": self.workers, "slo": self.slo.to_json() if self.slo else None,
+                "slo_source": self.slo_source,
+                "slo_judge": "point" if self.judge_on_point else "interval",
+                "records_path": str(self.records_path) if self.records_path else None,
+                "client_check": self.client_check}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything the options decided, resolved once per session."""
 
@@ -54,8 +83,11 @@ class Settings:
     robustness: robustness_config.RobustnessConfig | None = None
     max_response_bytes: int = 16 * 2**20
     html_path: Path | None = None
+    load: LoadSettings = field(default_factory=LoadSettings)
     conditions: tuple[tuple[str, str], ...] = ()
     """Conditions the team declared (--condition KEY=VALUE), in the order given."""
+    gate: GateSettings = field(default_factory=GateSettings)
+    """The upgrade gate: the baseline to compare with and how strictly (--inferaccept-baseline)."""
 
     @property
     def targets_server(self) -> bool:
@@ -77,6 +109,7 @@ class Settings:
             "request_timeout": self.request_timeout,
             "connect_timeout": self.connect_timeout,
             "max_response_mb": self.max_response_bytes / 2**20,
+            "load": self.load.describe(),
         }
 
 
@@ -177,7 +210,17 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         max_response_bytes=_megabytes("--max-response-mb", lookup("max_response_mb") or "16"),
         html_path=Path(html_raw) if (html_raw := lookup("html_path")) else None,
         conditions=parse_conditions(lookup("condition")),
+        load=_load_settings(lookup),
+        gate=_gate_settings(lookup),
     )
+
+
+def _gate_settings(lookup: Lookup) -> GateSettings:
+    try:
+        return parse_gate(lookup("baseline_path"), lookup("regression_tolerance"), lookup("answer_drift"),
+                          lookup("answer_drift_threshold"), lookup("answers_file"))
+    except PolicyError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _option_names(message: str) -> str:
@@ -222,3 +265,38 @@ def parse_conditions(text: str | None) -> tuple[tuple[str, str], ...]:
         found.pop(key, None)
         found[key] = value.strip()
     return tuple(found.items())
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SettingsError(f"{name} must be a whole number >= 1, got {raw!r}")
+    return value
+
+
+def _load_settings(lookup: Lookup) -> LoadSettings:
+    from pytest_inferaccept.slo_profile import SloProfileError
+    from pytest_inferaccept.slo_profile import resolve as resolve_slo
+
+    judge = (lookup("slo_judge") or "interval").strip()
+    if judge not in ("interval", "point"):
+        raise SettingsError(f"--slo-judge {judge!r} is unknown; allowed: interval, point")
+    try:
+        slo, source = resolve_slo(lookup("slo"), lookup("slo_profile"))
+    except SloProfileError as exc:
+        raise SettingsError(str(exc)) from None
+    client_check = (lookup("client_check") or "strict").strip()
+    if client_check not in ("strict", "warn"):
+        raise SettingsError(f"--client-check {client_check!r} is unknown; allowed: strict, warn")
+    duration_raw = lookup("load_duration")
+    records = lookup("records_path")
+    return LoadSettings(
+        concurrency=_positive_int("--load-concurrency", lookup("load_concurrency") or "4"),
+        requests=_positive_int("--load-requests", lookup("load_requests") or "100"),
+        duration=_positive_float("--load-duration", duration_raw) if duration_raw else 120.0,
+        workers=_positive_int("--load-workers", lookup("load_workers") or "1"),
+        slo=slo, slo_source=source, judge_on_point=judge == "point",
+        records_path=Path(records) if records else None, client_check=client_check)

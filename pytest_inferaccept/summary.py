@@ -6,6 +6,7 @@ from pytest_inferaccept.session import AcceptanceSession
 from pytest_inferaccept.verdict import Verdict
 
 MAX_REASONS = 15
+MAX_NAMED = 5
 Line = tuple[str, dict[str, bool]]
 
 
@@ -25,14 +26,24 @@ def lines(session: AcceptanceSession, verdict: Verdict) -> list[Line]:
             req = "required" if row["required"] else "probed"
             detail = row["probe"]["detail"] if row["probe"] else ""
             out.append((f"  {name:<22} {row['status']:<14} {req:<9} {detail[:90]}", {}))
+    if session.baseline is not None:
+        from pytest_inferaccept.compare.render import section_lines
+
+        out += [(text, {tint: True} if tint else {}) for text, tint in section_lines(session.baseline)]
     colour = {"GO": {"green": True}, "NO-GO": {"red": True}, "INVALID": {"yellow": True}}
     counts = ", ".join(f"{v} {k}" for k, v in sorted(verdict.counts.items()))
     out.append((f"VERDICT: {verdict.status}" + (f"  ({counts})" if counts else ""),
                 {"bold": True, **colour[verdict.status]}))
     for reason in verdict.reasons[:MAX_REASONS]:
-        out.append((f"  - {reason.splitlines()[0][:200]}", {}))
+        out.append((f"  - {reason.splitlines()[0][:300]}", {}))
     if len(verdict.reasons) > MAX_REASONS:
         out.append((f"  … and {len(verdict.reasons) - MAX_REASONS} more", {}))
+    if session.deselected:
+        names = ", ".join(n.rsplit("::", 1)[-1] for n in session.deselected[:MAX_NAMED])
+        rest = len(session.deselected) - MAX_NAMED
+        more = f" and {rest} more" if rest > 0 else ""
+        out.append((f"  a subset: {len(session.deselected)} acceptance checks were deselected "
+                    f"(-k, -m or --deselect) and did not run: {names}{more}", {"yellow": True}))
     for warning in verdict.warnings[:MAX_REASONS]:
         out.append((f"  warning: {warning[:200]}", {"yellow": True}))
     others = session.other_failures

@@ -23,6 +23,8 @@ class CheckOutcome:
     invalid: bool = False  # the test could not judge the server (e.g. the client was the bottleneck)
     invalid_reason: str = ""
     warnings: tuple[str, ...] = ()
+    caused_by: int | None = None
+    """Index of the cause (the server stopped) that explains this failure, if one does."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,12 +48,18 @@ class Verdict:
 
 
 def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = (),
-           extra_warnings: Sequence[str] = ()) -> Verdict:
+           extra_warnings: Sequence[str] = (), causes: Sequence[str] = (),
+           deselected: int = 0, failures: Sequence[str] = ()) -> Verdict:
     """Decide the verdict.
 
     INVALID when the run could not judge the server: a session problem (unreachable, never
     ready), a test flagged invalid, or no test ran to a pass or fail. NO-GO when any test failed
     or errored. GO otherwise; warnings never change the status.
+
+    `causes` are one sentence each (the server stopped during the run): the failures they
+    explain give one reason per cause, ahead of the other failures. `deselected` acceptance
+    checks did not run: a GO says it covers a subset. `failures` are findings of the session
+    itself (the server ignored a required API key): each makes a NO-GO, tests or not.
     """
     counts: dict[str, int] = {}
     for item in outcomes:
@@ -63,12 +71,16 @@ def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = (),
     if invalid:
         return Verdict(status="INVALID", reasons=tuple(invalid), warnings=warnings, counts=counts)
     judged = [o for o in outcomes if o.outcome in ("passed", "failed", "error", "xpassed")]
-    if not judged:
+    if not judged and not failures:
         return Verdict(status="INVALID", reasons=("no acceptance check ran to a result",),
                        warnings=warnings, counts=counts)
     bad = [o for o in outcomes if o.outcome in ("failed", "error")]
-    if bad:
-        reasons = tuple(f"{o.nodeid} {o.outcome}: {o.message}".rstrip(": ") for o in bad)
+    if bad or failures:
+        used = sorted({o.caused_by for o in bad
+                       if o.caused_by is not None and 0 <= o.caused_by < len(causes)})
+        reasons = tuple(failures) + tuple(causes[i] for i in used) + tuple(
+            f"{o.nodeid} {o.outcome}: {o.message}".rstrip(": ") for o in bad if o.caused_by not in used)
         return Verdict(status="NO-GO", reasons=reasons, warnings=warnings, counts=counts)
-    return Verdict(status="GO", reasons=(f"{counts.get('passed', 0)} checks passed",),
+    subset = f" (a subset: {deselected} acceptance checks were deselected)" if deselected else ""
+    return Verdict(status="GO", reasons=(f"{counts.get('passed', 0)} checks passed{subset}",),
                    warnings=warnings, counts=counts)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import contextlib
+import importlib
+import pkgutil
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 # Imported here, once: pytester removes modules a test imported when that test ends, and code
 # run later would then load a second copy of them: the fake server would have two ApiError
@@ -12,10 +15,36 @@ from dataclasses import dataclass
 import httpcore  # noqa: F401
 import pytest
 
-import pytest_inferaccept.fake.app  # noqa: F401
+import pytest_inferaccept.fake.app
 from pytest_inferaccept.fake import FakeServer
 
 pytest_plugins = ["pytester"]
+
+_HEAVY_LIBRARIES = ("hypothesis", "hypothesis.strategies", "jsonschema", "openai", "jinja2", "pydantic",
+                    "prometheus_client.parser")
+
+
+def _preload() -> None:
+    """Import the package and the libraries an inner pytest run loads, once, at collection.
+
+    pytester's in-process runs drop every module imported during the run when it ends, so each
+    inner run would import them again, and assertion-rewrite again those of pytest plugins
+    (hypothesis and this package are): 2-3 s of CPU per run, hypothesis most of it, where no
+    bytecode cache is written. Imported before any snapshot, they stay. The bundled suite modules
+    are left out: each inner run imports them afresh, as a user's run does. A module that does not
+    import is left to its own tests to report.
+    """
+    for name in _HEAVY_LIBRARIES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    for info in pkgutil.walk_packages(pytest_inferaccept.__path__, "pytest_inferaccept."):
+        if info.name.endswith(".__main__") or info.name.startswith("pytest_inferaccept.suites"):
+            continue
+        with contextlib.suppress(Exception):  # a broken module is reported by its own tests
+            importlib.import_module(info.name)
+
+
+_preload()
 
 
 @pytest.fixture
@@ -33,6 +62,8 @@ class SuiteRun:
     """Test function name (with parameters) -> passed/failed/skipped/error."""
     ret: int
     output: str
+    failures: dict[str, str] = field(default_factory=dict)
+    """Test function name -> the text of its failure or error reports (empty when it passed)."""
 
     def outcome(self, name: str) -> str:
         """The outcome of the test whose name (with parameters) is `name`."""
@@ -40,9 +71,31 @@ class SuiteRun:
             raise KeyError(f"{name} did not run; ran: {sorted(self.outcomes)}\n{self.output[-3000:]}")
         return self.outcomes[name]
 
+    def failure(self, name: str) -> str:
+        """What the failure of test `name` says (its own report, not another test's of the same run)."""
+        self.outcome(name)
+        return self.failures.get(name, "")
+
 
 RunSuite = Callable[..., SuiteRun]
-_CLEAN_RUNS: dict[tuple[object, ...], SuiteRun] = {}
+_RUNS: dict[tuple[object, ...], SuiteRun] = {}
+"""Every inner run, by what makes it: the same run asked for by several rows is made once."""
+
+
+def one_run_per_fault(rows: Iterable[tuple[Hashable, str]]) -> dict[Hashable, str]:
+    """For rows of (run key, -k selection), the -k expression that selects all of a key's checks.
+
+    The checks one fault breaks run together, in one inner run against one fake server, and each
+    row reads its own check's outcome and failure text from it: one run per (module, fault)
+    instead of one per row. Only checks that share the fault share a run; faults never mix.
+    """
+    selections: dict[Hashable, list[str]] = {}
+    for key, select in rows:
+        chosen = selections.setdefault(key, [])
+        if select not in chosen:
+            chosen.append(select)
+    return {key: " or ".join(f"({s})" if " " in s else s for s in sorted(chosen))
+            for key, chosen in selections.items()}
 
 
 @pytest.fixture
@@ -55,11 +108,12 @@ def run_suite(pytester: pytest.Pytester) -> RunSuite:
         if not faults:
             # A run against the correct fake is the same for every row of a fault table:
             # run the whole module once and answer every later clean run from it.
-            key = (tuple(mods), tuple(args), tuple(sorted((k, repr(v)) for k, v in config.items())))
-            if key not in _CLEAN_RUNS:
-                _CLEAN_RUNS[key] = _run(mods, faults, args, None, config)
-            return _CLEAN_RUNS[key]
-        return _run(mods, faults, args, select, config)
+            select = None
+        key = (tuple(mods), tuple(sorted(faults)), tuple(args), select,
+               tuple(sorted((k, repr(v)) for k, v in config.items())))
+        if key not in _RUNS:
+            _RUNS[key] = _run(mods, faults, args, select, config)
+        return _RUNS[key]
 
     def _run(mods: list[str], faults: Sequence[str], args: Sequence[str], select: str | None,
              config: dict[str, object]) -> SuiteRun:
@@ -72,13 +126,16 @@ def run_suite(pytester: pytest.Pytester) -> RunSuite:
                 argv += ["--pyargs", f"pytest_inferaccept.suites.{mod}"]
             result = pytester.runpytest_inprocess(*argv)
         outcomes: dict[str, str] = {}
+        failures: dict[str, str] = {}
         for rep in result.reprec.getreports("pytest_runtest_logreport"):  # type: ignore[attr-defined]
             name = rep.nodeid.split("::")[-1]
+            if rep.failed:
+                failures[name] = failures.get(name, "") + rep.longreprtext + "\n"
             if rep.when == "call" or rep.outcome != "passed":
                 if rep.outcome == "failed" and rep.when != "call":
                     outcomes[name] = "error"
                 elif outcomes.get(name) != "error":
                     outcomes[name] = rep.outcome
-        return SuiteRun(outcomes=outcomes, ret=int(result.ret), output=str(result.stdout))
+        return SuiteRun(outcomes=outcomes, ret=int(result.ret), output=str(result.stdout), failures=failures)
 
     return run

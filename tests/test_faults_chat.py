@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import RunSuite
+from tests.conftest import RunSuite, one_run_per_fault
 
 KEY = "inferaccept-test-key"
 CAPS = ["--capabilities", "chat,n,logprobs,completions", "--request-timeout", "5"]
@@ -25,6 +25,8 @@ FAULT_TABLE = [
     ("test_auth", "auth_not_enforced", "test_request_with_a_wrong_key_is_refused"),
 ]
 """(suite module, fault, check that must fail with it)."""
+SELECT = one_run_per_fault(((module, fault), check) for module, fault, check in FAULT_TABLE)
+"""The checks of one (module, fault) run together; each row reads its own check's outcome."""
 
 
 def _args(module: str) -> list[str]:
@@ -45,6 +47,7 @@ def test_every_check_passes_on_the_correct_fake_without_warnings(run_suite: RunS
 
 @pytest.mark.parametrize(("module", "fault", "check"), FAULT_TABLE)
 def test_check_fails_with_its_fault(run_suite: RunSuite, module: str, fault: str, check: str) -> None:
-    faulty = run_suite(module, faults=[fault], select=check, args=_args(module), **_config(module))
+    faulty = run_suite(module, faults=[fault], select=SELECT[module, fault], args=_args(module),
+                       **_config(module))
     assert faulty.outcome(check) == "failed", faulty.output[-3000:]
 

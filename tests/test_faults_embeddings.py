@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import RunSuite
+from tests.conftest import RunSuite, one_run_per_fault
 
 SUITE = "test_embeddings"
 FAULT_TABLE = [
@@ -18,6 +18,8 @@ FAULT_TABLE = [
     ("dimensions_ignored", "test_dimensions_is_honoured_or_refused"),
     ("embeddings_usage_missing", "test_embedding_usage_counts_the_input_tokens"),
 ]
+SELECT = one_run_per_fault((fault, check) for fault, check in FAULT_TABLE)
+"""The checks of one fault run together; each row reads its own check's outcome."""
 
 
 def test_every_check_passes_on_the_correct_fake(run_suite: RunSuite) -> None:
@@ -30,5 +32,6 @@ def test_every_check_passes_on_the_correct_fake(run_suite: RunSuite) -> None:
 @pytest.mark.parametrize(("fault", "check"), FAULT_TABLE)
 def test_check_fails_with_its_fault(run_suite: RunSuite, fault: str, check: str) -> None:
     # Embeddings are required here so that a broken endpoint fails instead of being skipped.
-    faulty = run_suite(SUITE, faults=[fault], select=check, args=["--capabilities", "chat,embeddings"])
+    faulty = run_suite(SUITE, faults=[fault], select=SELECT[fault],
+                       args=["--capabilities", "chat,embeddings"])
     assert faulty.outcome(check) == "failed", faulty.output[-2000:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import RunSuite
+from tests.conftest import RunSuite, one_run_per_fault
 
 SUITE = "test_generation_control"
 FAULT_TABLE = [
@@ -24,6 +24,9 @@ FAULT_TABLE = [
     ("nondeterministic_temp0", "test_temperature_zero_gives_the_same_text_twice"),
     ("seed_ignored", "test_fixed_seed_reproduces_sampled_text"),
 ]
+# -k cannot select one parameter id, so whole test functions run and each row reads one outcome;
+# the checks of one fault run together.
+SELECT = one_run_per_fault((fault, check.split("[")[0]) for fault, check in FAULT_TABLE)
 
 
 def test_every_check_passes_on_the_correct_fake(run_suite: RunSuite) -> None:
@@ -35,6 +38,5 @@ def test_every_check_passes_on_the_correct_fake(run_suite: RunSuite) -> None:
 
 @pytest.mark.parametrize(("fault", "check"), FAULT_TABLE)
 def test_check_fails_with_its_fault(run_suite: RunSuite, fault: str, check: str) -> None:
-    # -k cannot select one parameter id, so the whole test function runs and one outcome is read.
-    faulty = run_suite(SUITE, faults=[fault], select=check.split("[")[0])
+    faulty = run_suite(SUITE, faults=[fault], select=SELECT[fault])
     assert faulty.outcome(check) == "failed", faulty.output[-2000:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import RunSuite
+from tests.conftest import RunSuite, one_run_per_fault
 
 CAPS = ["--capabilities", "chat,metrics", "--request-timeout", "5"]
 
@@ -18,6 +18,8 @@ FAULT_TABLE = [
     ("test_metrics", "metrics_renamed", "test_metrics_expose_what_operators_rely_on", "failed"),
 ]
 """(suite module, fault, check, outcome with the fault): 'warned' = passes with a warning."""
+SELECT = one_run_per_fault(((module, fault), check) for module, fault, check, _ in FAULT_TABLE)
+"""The checks of one (module, fault) run together; each row reads its own check's outcome."""
 
 WARNINGS = {"test_server_identifies_itself": "does not identify itself"}
 
@@ -33,7 +35,7 @@ def test_every_check_passes_on_the_correct_fake_without_warnings(run_suite: RunS
 @pytest.mark.parametrize(("module", "fault", "check", "expected"), FAULT_TABLE)
 def test_check_fails_with_its_fault(run_suite: RunSuite, module: str, fault: str, check: str,
                                     expected: str) -> None:
-    faulty = run_suite(module, faults=[fault], select=check, args=CAPS)
+    faulty = run_suite(module, faults=[fault], select=SELECT[module, fault], args=CAPS)
     if expected == "warned":
         assert faulty.outcome(check) == "passed", faulty.output[-3000:]
         assert WARNINGS[check] in faulty.output, faulty.output[-3000:]
@@ -43,6 +45,7 @@ def test_check_fails_with_its_fault(run_suite: RunSuite, module: str, fault: str
 
 def test_metrics_renamed_reports_renamed_and_missing_names(run_suite: RunSuite) -> None:
     check = "test_metrics_expose_what_operators_rely_on"
-    faulty = run_suite("test_metrics", faults=["metrics_renamed"], select=check, args=CAPS)
-    assert "essential operator metric(s) missing" in faulty.output, faulty.output[-3000:]
-    assert "ttft (vllm:time_to_first_token_seconds)" in faulty.output, faulty.output[-3000:]
+    faulty = run_suite("test_metrics", faults=["metrics_renamed"],
+                       select=SELECT["test_metrics", "metrics_renamed"], args=CAPS)
+    assert "essential operator metric(s) missing" in faulty.failure(check), faulty.output[-3000:]
+    assert "ttft (vllm:time_to_first_token_seconds)" in faulty.failure(check), faulty.output[-3000:]

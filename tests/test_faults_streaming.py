@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import RunSuite
+from tests.conftest import RunSuite, one_run_per_fault
 
 CAPS = ["--capabilities", "chat,stream,stream_usage,n", "--request-timeout", "5"]
 
@@ -32,6 +32,8 @@ FAULT_TABLE = [
     ("stream_error_chunk", "test_openai_sdk_streams_the_same_text", "the engine failed while generating"),
 ]
 """(fault, check that must fail with it, text the failure message must contain)."""
+SELECT = one_run_per_fault((fault, check) for fault, check, _ in FAULT_TABLE)
+"""The checks of one fault run together; each row reads its own check's outcome and message."""
 
 
 def test_every_streaming_check_passes_on_the_correct_fake_without_warnings(run_suite: RunSuite) -> None:
@@ -42,6 +44,6 @@ def test_every_streaming_check_passes_on_the_correct_fake_without_warnings(run_s
 
 @pytest.mark.parametrize(("fault", "check", "evidence"), FAULT_TABLE)
 def test_check_fails_with_its_fault(run_suite: RunSuite, fault: str, check: str, evidence: str) -> None:
-    faulty = run_suite("test_streaming", faults=[fault], select=check, args=CAPS)
+    faulty = run_suite("test_streaming", faults=[fault], select=SELECT[fault], args=CAPS)
     assert faulty.outcome(check) == "failed", faulty.output[-3000:]
-    assert evidence in faulty.output, faulty.output[-3000:]
+    assert evidence in faulty.failure(check), faulty.output[-3000:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import RunSuite
+from tests.conftest import RunSuite, one_run_per_fault
 
 SUITE = "test_tools"
 FAULT_TABLE = [
@@ -24,6 +24,8 @@ FAULT_TABLE = [
     ("tool_length_finish_wrong", "test_tool_call_cut_by_max_tokens_reports_length[non-stream]"),
     ("tool_length_finish_wrong", "test_tool_call_cut_by_max_tokens_reports_length[stream]"),
 ]
+# -k cannot select one parameter id: whole test functions run, those of one fault together.
+SELECT = one_run_per_fault((fault, check.split("[")[0]) for fault, check in FAULT_TABLE)
 # Required, so that a capability the fault breaks fails instead of being probed and skipped.
 REQUIRED = "chat,stream,tools,tool_choice_required,tool_choice_named,parallel_tool_calls"
 
@@ -43,6 +45,5 @@ def test_parallel_calls_missing_is_a_skip_when_not_required(run_suite: RunSuite)
 
 @pytest.mark.parametrize(("fault", "check"), FAULT_TABLE)
 def test_check_fails_with_its_fault(run_suite: RunSuite, fault: str, check: str) -> None:
-    faulty = run_suite(SUITE, faults=[fault], select=check.split("[")[0],
-                       args=["--capabilities", REQUIRED])
+    faulty = run_suite(SUITE, faults=[fault], select=SELECT[fault], args=["--capabilities", REQUIRED])
     assert faulty.outcome(check) == "failed", faulty.output[-2000:]

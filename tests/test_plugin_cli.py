@@ -59,8 +59,8 @@ def test_an_unreachable_server_ends_quickly_with_one_clear_line_and_invalid(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(ONE_CHAT_TEST * 1 + ONE_CHAT_TEST.replace("test_chat", "test_chat2"))
     start = time.monotonic()
-    result = pytester.runpytest_subprocess("--server-url", "http://127.0.0.1:9")
-    assert time.monotonic() - start < 15
+    result = pytester.runpytest_inprocess("--server-url", "http://127.0.0.1:9")
+    assert time.monotonic() - start < 15  # a bound, not a measurement: the run ends at the first refusal
     assert result.ret == 6
     out = result.stdout.str() + result.stderr.str()
     assert out.count("server unreachable at http://127.0.0.1:9: connection refused") >= 1
@@ -71,7 +71,7 @@ def test_an_unreachable_server_ends_quickly_with_one_clear_line_and_invalid(
 def test_a_server_cmd_that_exits_at_once_is_invalid_with_its_exit_code_and_log(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(ONE_CHAT_TEST)
-    result = pytester.runpytest_subprocess("--server-cmd", "echo starting {port}; exit 7")
+    result = pytester.runpytest_inprocess("--server-cmd", "echo starting {port}; exit 7")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 6
     assert "server command exited (exit code 7)" in out
@@ -81,7 +81,7 @@ def test_a_server_cmd_that_exits_at_once_is_invalid_with_its_exit_code_and_log(
 def test_a_server_cmd_that_never_becomes_ready_is_stopped_and_invalid(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(ONE_CHAT_TEST)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "--server-cmd", "sleep 300 & sleep 301 # {port}", "--server-ready-timeout", "1.5")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 6
@@ -94,7 +94,7 @@ def test_a_server_that_dies_mid_run_errors_the_remaining_tests_clearly(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile("\n".join(ONE_CHAT_TEST.replace("test_chat", f"test_chat_{i}")
                                   for i in range(5)))
-    result = pytester.runpytest_subprocess("--server-cmd", FAKE_CMD + " --exit-after 2")
+    result = pytester.runpytest_inprocess("--server-cmd", FAKE_CMD + " --exit-after 2")
     out = result.stdout.str()
     assert result.ret == 1
     assert "server command exited (exit code 3)" in out
@@ -109,7 +109,7 @@ def test_a_server_that_dies_mid_run_errors_the_remaining_tests_clearly(
 
 def test_a_launched_server_is_stopped_at_the_end_of_a_good_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(ONE_CHAT_TEST)
-    result = pytester.runpytest_subprocess("--server-cmd", FAKE_CMD)
+    result = pytester.runpytest_inprocess("--server-cmd", FAKE_CMD)
     out = result.stdout.str()
     assert result.ret == 0, out
     assert "VERDICT: GO" in out
@@ -202,30 +202,33 @@ def test_ctrl_c_stops_the_launched_server_and_keeps_the_results(pytester: pytest
     import subprocess
 
     pytester.makepyfile("""
-        import time
+        import pathlib, time
         def test_first(http_client):
             assert http_client.get("/health").status_code == 200
         def test_slow(http_client):
+            pathlib.Path("slow.started").touch()
             time.sleep(60)
     """)
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "--server-cmd", FAKE_CMD,
          "--inferaccept-json", "r.json"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    seen = ""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        seen += line
-        if "started chat server" in line or not line:
-            time.sleep(1.5)  # let test_first pass and test_slow start
-            break
-    proc.send_signal(signal.SIGINT)
-    # A bound, not a measurement: the stop takes a second or two, but a loaded machine may
-    # stretch it well past the 25 s a stop can take at worst (10 s grace + the group's wait).
-    rest, _ = proc.communicate(timeout=120)
-    out = seen + rest
+    # Interrupt once test_first has passed and test_slow runs: it says so with a file. A bound,
+    # not a measurement: a loaded machine may take long to get there.
+    started = pytester.path / "slow.started"
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), "test_slow never started"
+        proc.send_signal(signal.SIGINT)
+        # A bound, not a measurement: the stop takes a second or two, but a loaded machine may
+        # stretch it well past the 25 s a stop can take at worst (10 s grace + the group's wait).
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED
     assert "VERDICT: INVALID" in out
     pids = _pids_started(out)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_inferaccept.fake import FakeServer
+from tests._processes import FAKE_CMD
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -17,9 +17,10 @@ def test_the_readme_example_passes_against_a_correct_server(pytester: pytest.Pyt
     match = re.search(r"<!-- example: .*? -->\n```python\n(.*?)```", text, re.DOTALL)
     assert match, "the README lost its example block"
     pytester.makepyfile(test_example=match.group(1))
-    with FakeServer() as server:
-        result = pytester.runpytest_inprocess("--server-url", server.url, "--capabilities",
-                                              "chat,tools")
+    # The fake as a process with known timing: load measured against an instant server in the
+    # same process would only measure the client.
+    result = pytester.runpytest_inprocess("--server-cmd", f"{FAKE_CMD} --ttft 0.02 --itl 0.002",
+                                          "--capabilities", "chat,tools")
     result.assert_outcomes(passed=2)
     assert "VERDICT: GO" in result.stdout.str()
 

@@ -98,7 +98,7 @@ def test_limitations_name_small_samples_a_client_bound_run_and_missing_usage() -
     run["slo"]["point_estimate"] = True
     document["tests"].append({"nodeid": "t.py::test_tools", "outcome": "skipped",
                               "message": "unsupported: tools: HTTP 400: no tools"})
-    document["deselected"] = 7
+    document["deselected"] = {"count": 7, "examples": ["t.py::test_x"]}
     found = " | ".join(limitations(load(document)))
     assert "Sample too small for ttft_p99 in test_a at concurrency 16, 300 requests: n=40, about 300 needed" \
         in found
@@ -109,7 +109,8 @@ def test_limitations_name_small_samples_a_client_bound_run_and_missing_usage() -
     assert "judged on the point estimate" in found
     assert "1 checks were skipped because the server lacks a capability they need (tools (unsupported): 1)" \
         in found
-    assert "7 checks were deselected" in found
+    assert "7 acceptance checks were deselected (-k, -m or --deselect) and did not run, so the verdict " \
+        "covers a subset (deselected: test_x and 6 more)" in found
     assert "The server did not say which version" not in found  # no server section: nothing to say
 
 
@@ -143,3 +144,33 @@ def test_with_matplotlib_the_ladder_is_drawn_as_inline_svg() -> None:
     assert len(page.tags("svg")) == 2 and not page.tags("script") and not page.tags("img")
     assert "highest level within SLOs: 8" in html
     assert render(_ladder()) == html  # the same data draws the same SVG
+
+
+def test_the_cases_of_one_parametrized_check_read_as_one_finding() -> None:
+    document = _minimal()
+    document["verdict"]["status"] = "NO-GO"
+    document["tests"] = [
+        {"nodeid": f"t.py::test_bad_input_is_refused[{case}]", "outcome": "failed",
+         "message": f"answered 200 to invalid input ({case})"}
+        for case in ("model_missing", "role_unknown", "top_p_above_range", "stop_five", "seed_big", "n_zero")
+    ] + [{"nodeid": "t.py::test_unknown_model", "outcome": "failed", "message": "answered 200"}]
+    assert failures(load(document)) == [
+        "test_bad_input_is_refused: fails for 6 cases (model_missing, role_unknown, top_p_above_range, "
+        "stop_five, seed_big and 1 more); the first: answered 200 to invalid input (model_missing)",
+        "test_unknown_model: answered 200"]
+
+
+def test_a_workload_described_as_a_mapping_reads_as_its_kind_and_lengths() -> None:
+    spec = {"concurrency": 4, "requests": 100,
+            "workload": {"type": "synthetic", "input": "fixed(64)", "output": "fixed(32)", "seed": 0}}
+    assert spec_label(spec) == ("concurrency 4, 100 requests, synthetic workload "
+                                "(input fixed(64), output fixed(32))")
+
+
+def test_a_deeply_nested_request_body_is_shown_as_sent() -> None:
+    document = _minimal()
+    body = "[" * 1000 + "]" * 1000  # a robustness check's body: deeper than json.loads goes
+    document["tests"] = [{"nodeid": "t.py::test_deep", "outcome": "failed", "message": "answered 500",
+                          "evidence": {"exchanges": [{"method": "POST", "url": "http://h/v1/chat/completions",
+                                                      "request_body": body, "status": 500}]}}]
+    assert body in render(document)

@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit with status 3 after this many completion requests")
     parser.add_argument("--startup-delay", type=float, default=0.0,
                         help="seconds to wait before listening")
+    parser.add_argument("--timing-log", default=None, metavar="PATH",
+                        help="append the server's own timestamps of each streamed chat answer (JSONL)")
     parser.add_argument("--fault", action="append", default=[],
                         help="inject a fault: " + ", ".join(FAULTS))
     args = parser.parse_args(argv)
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     config = FakeConfig(model=args.model, embedding_model=args.embedding_model, ttft=args.ttft,
                         itl=args.itl, slots=args.slots, api_key=args.api_key, faults=faults,
-                        exit_after=args.exit_after)
+                        exit_after=args.exit_after, timing_log=args.timing_log)
     asyncio.run(_serve(config, args.host, args.port, args.startup_delay))
     return 0
 

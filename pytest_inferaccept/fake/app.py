@@ -19,6 +19,7 @@ from aiohttp import web
 from pytest_inferaccept.fake import conformance, generation, hostile, textgen, validation
 from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.metrics import MetricsState
+from pytest_inferaccept.fake.timing import StreamMarks, TimingLog, clock
 from pytest_inferaccept.fake.validation import ApiError
 
 
@@ -33,6 +34,8 @@ class State:
         self.started = int(time.time())
         self.crashed = False
         """Set by crash_on_bad_request: the server answers nothing any more."""
+        self.timing = TimingLog(config.timing_log) if config.timing_log else None
+        """The server's own timestamps of streamed chat answers, when asked for (off by default)."""
 
 
 STATE_KEY = web.AppKey("state", State)
@@ -156,6 +159,8 @@ def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.C
     messages = body["messages"]
     prompt = textgen.prompt_text(messages)
     prompt_tokens = textgen.count_tokens(prompt) + 3 * len(messages)
+    if "answers_changed" in faults and hashlib.sha256(prompt.encode()).digest()[0] % 2:
+        prompt += "\x00upgraded"  # another generator seed: the answer changes, and stays deterministic
     limit = body.get("max_completion_tokens") or body.get("max_tokens") or 0
     if prompt_tokens + limit > cfg.context_window and "silent_truncation" in faults:
         prompt_tokens = max(cfg.context_window - limit, 1)  # Ollama #4967: cut the prompt, answer 200
@@ -187,6 +192,7 @@ def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.C
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     """POST /v1/chat/completions."""
+    received = clock()
     state = _state(request)
     cfg = state.config
     body = await _json_body(request)
@@ -216,8 +222,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         state.metrics.request_started()
         start = time.monotonic()
         if body.get("stream"):
+            marks = StreamMarks(received) if state.timing is not None else None
             return await _stream_chat(request, state, body, choices, prompt_tokens, cid, created,
-                                      want_logprobs, top, start)
+                                      want_logprobs, top, start, marks)
         longest = max((len(c.pieces) for c in choices), default=0)
         await _sleep_generation(cfg, longest)
         out_choices = []
@@ -269,7 +276,8 @@ async def _send(resp: web.StreamResponse, payload: Mapping[str, Any] | str) -> N
 
 async def _stream_chat(request: web.Request, state: State, body: Mapping[str, Any],
                        choices: list[generation.Choice], prompt_tokens: int, cid: str,
-                       created: int, want_logprobs: bool, top: int, start: float) -> web.StreamResponse:
+                       created: int, want_logprobs: bool, top: int, start: float,
+                       marks: StreamMarks | None = None) -> web.StreamResponse:
     cfg = state.config
     resp = web.StreamResponse(headers={"Content-Type": conformance.stream_content_type(cfg.faults),
                                        "Cache-Control": "no-cache"})
@@ -292,6 +300,7 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
         return out
 
     for c in choices:
+        _mark(marks, "role")
         await _send(resp, chunk([{"index": c.index, "delta": {"role": "assistant", "content": ""},
                                   "logprobs": None, "finish_reason": None}]))
     if "stream_stall" in cfg.faults:
@@ -310,20 +319,33 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
             if want_logprobs and not c.tool_calls:
                 lp = generation.logprobs_for(c, top)
                 entry["logprobs"] = {"content": [lp["content"][step]], "refusal": None}
+            _mark(marks, "content" if "content" in delta else "other")
             await _send(resp, chunk([entry]))
     for c in choices:
+        _mark(marks, "other")
         await _send(resp, chunk([{"index": c.index, "delta": {}, "logprobs": None,
                                   "finish_reason": c.finish_reason}]))
     completion_tokens = sum(c.completion_tokens for c in choices)
     if include_usage:
         final = chunk([])
         final["usage"] = _usage(prompt_tokens, completion_tokens)
+        _mark(marks, "other")
         await _send(resp, final)
+    end = clock()
     await _send(resp, "[DONE]")
+    if marks is not None and state.timing is not None:
+        state.timing.write(cid, marks, end)
     state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=cfg.ttft,
                                    e2e=time.monotonic() - start)
     await resp.write_eof()
     return resp
+
+
+def _mark(marks: StreamMarks | None, kind: str) -> None:
+    """Note that a chunk of `kind` is written now, when the timing log is on (stamped just before
+    the write, so a client can never see the chunk before the server's stamp)."""
+    if marks is not None:
+        marks.note(kind)
 
 
 def _stream_delta(c: generation.Choice, step: int) -> dict[str, Any] | None:
@@ -424,6 +446,9 @@ async def embeddings(request: web.Request) -> web.Response:
     for i, text in enumerate(inputs):
         shrink = len(text) % 3 if "embeddings_dim_varies" in faults else 0
         vec = embed(text, cfg.embedding_dim)[:dim - shrink]
+        if "answers_changed" in faults:  # a nudge, not a new vector: cosine about 0.97
+            other = embed(text + "\x00upgraded", len(vec))
+            vec = [0.8 * v + 0.2 * w for v, w in zip(vec, other, strict=True)]
         norm = math.sqrt(sum(v * v for v in vec)) or 1.0
         vec = [v / norm for v in vec]
         if "embeddings_nan" in faults:
@@ -446,6 +471,7 @@ def make_app(config: FakeConfig) -> web.Application:
     """Build the aiohttp application for one fake server."""
     app = web.Application(middlewares=[_middleware], client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = State(config)
+    app.on_cleanup.append(_close_timing)
     app.router.add_get("/health", health)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics)
@@ -455,3 +481,9 @@ def make_app(config: FakeConfig) -> web.Application:
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/embeddings", embeddings)
     return app
+
+
+async def _close_timing(app: web.Application) -> None:
+    timing = app[STATE_KEY].timing
+    if timing is not None:
+        timing.close()

@@ -28,3 +28,5 @@ class FakeConfig:
     version: str = "fake 0.1.0"
     gzip_streams: bool = False
     """Send streamed chat answers with Content-Encoding: gzip (a gateway's habit; not a fault)."""
+    timing_log: str | None = None
+    """Append the server's own timestamps of each streamed chat answer to this JSONL file (off: None)."""

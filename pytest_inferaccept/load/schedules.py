@@ -86,6 +86,10 @@ class WorkerResult:
     process_cpu_seconds: float = 0.0
     loop_impl: str = "asyncio"
     plan: dict[str, Any] = field(default_factory=dict)
+    t0: float = 0.0
+    """This worker's t0 as a raw reading of its clock (perf_counter: CLOCK_MONOTONIC on Linux, shared
+    by the processes of one machine), so `t0 + record time` can be set against another process's
+    timestamps, such as a server's own log. Only meaningful on the same machine."""
 
 
 def gaps(rate: float, burstiness: float, rng: random.Random) -> Callable[[], float]:
@@ -111,6 +115,7 @@ class WorkerRun:
         """Records whose request has not finished, by id() (records are unhashable)."""
         self.inflight: set[asyncio.Task[None]] = set()
         self.loop_lags: list[float] = []
+        self._lag_epoch = 0
         self.turnarounds: list[float] = []
         self.stopping = False
         self.stopped_by: StopReason = "requests"
@@ -149,6 +154,7 @@ class WorkerRun:
                 gc.collect()
                 gc.freeze()
                 self.loop_lags.clear()
+                self._lag_epoch += 1  # a tick that slept through the collection above is not a lag
                 cpu0, pcpu0 = time.thread_time(), time.process_time()
                 result.phase_start = self.clock() - self.t0
                 try:
@@ -164,6 +170,7 @@ class WorkerRun:
             self.close_pending()
             await session.close()
         result.stopped_by = self.stopped_by
+        result.t0 = self.t0
         result.loop_lags = list(self.loop_lags)
         result.turnarounds = list(self.turnarounds)
         return result
@@ -340,8 +347,10 @@ class WorkerRun:
         clock = self.clock
         while True:
             t = clock()
+            epoch = self._lag_epoch
             await asyncio.sleep(_TICK)
-            self.loop_lags.append(max(clock() - t - _TICK, 0.0))
+            if epoch == self._lag_epoch:
+                self.loop_lags.append(max(clock() - t - _TICK, 0.0))
             if not self.stopping and self.should_stop():
                 self.stopping = True
                 self.stopped_by = "interrupted"

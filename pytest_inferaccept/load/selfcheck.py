@@ -73,6 +73,7 @@ def worker_check(result: WorkerResult) -> dict[str, Any]:
         "wall_seconds": wall,
         "cpu_utilisation": result.cpu_seconds / wall if wall > 0 else None,
         "stopped_by": result.stopped_by,
+        "t0": result.t0,
     }
     if plan.get("mode") == "closed":
         out["asked_concurrency"] = plan.get("concurrency")

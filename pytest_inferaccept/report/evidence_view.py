@@ -58,7 +58,7 @@ def _pretty(body: str) -> str:
     """Indent a JSON body for reading; anything else (SSE, text, a cut body) stays as it came."""
     try:
         return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
-    except ValueError:
+    except (ValueError, RecursionError):  # a robustness check's deeply nested body is shown as sent
         return body
 
 

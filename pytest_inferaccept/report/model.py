@@ -47,6 +47,8 @@ class RunSettings(_Open):
     capabilities_required: list[str] = Field(default_factory=list)
     request_timeout: float | None = None
     connect_timeout: float | None = None
+    load: dict[str, Any] | None = None
+    """How load tests ran and were judged: concurrency, requests, the session SLO and its source."""
 
 
 class Conditions(_Open):
@@ -173,6 +175,67 @@ class CheckResult(_Open):
     slo: dict[str, float] | None = None
     evidence: Evidence = Field(default_factory=Evidence)
     load: list[LoadResult] = Field(default_factory=list)
+    caused_by: int | None = Field(
+        default=None, description="index in `causes` of the server stop that explains this failure")
+
+
+class Cause(_Open):
+    """The server stopped during the run: the one cause of the failures that followed it."""
+
+    kind: Literal["exited", "stopped answering"] = Field(
+        description="exited: a server the plugin launched ended; stopped answering: a probe after a "
+                    "failed connection found no answer")
+    server: str = Field(description="root URL of the server that stopped, credentials stripped")
+    reason: str = Field(description="the exit status, or what the liveness probe saw")
+    during: str | None = Field(default=None, description="the test that was failing when it stopped")
+    after: str | None = Field(default=None, description="when noticed between tests: the test before")
+    last_request: str | None = None
+    summary: str = Field(description="the verdict's one line for this cause, with its count")
+    detail: str = ""
+    consequences: list[str] = Field(default_factory=list,
+                                    description="later tests that failed only because of it")
+    answered_again_before: str | None = None
+
+
+class Deselected(_Open):
+    """Acceptance checks left out with -k, -m or --deselect: the verdict covers a subset."""
+
+    count: int = 0
+    examples: list[str] = Field(default_factory=list, description="the first few, by test id")
+
+
+class BaselineChange(_Open):
+    """One item that differs from the baseline run."""
+
+    kind: str = Field(description="capability, check, figure, load_run, operator_metric, server, answer "
+                      "or embedding")
+    status: Literal["regression", "improvement", "changed", "untrusted"]
+    item: str
+    before: Any = None
+    after: Any = None
+    detail: str = Field(description="one sentence with the figures")
+
+
+class BaselineComparison(_Open):
+    """The comparison with --inferaccept-baseline: what changed since the last accepted run."""
+
+    path: str | None = None
+    error: str | None = Field(default=None, description="why the baseline could not be compared "
+                              "(the run is then INVALID); null when it was")
+    status: Literal["regressed", "no regression", "not compared"]
+    run: dict[str, Any] = Field(default_factory=dict, description="the baseline run: started_at, verdict, "
+                                "model, server_version, plugin_version, client_host")
+    regressions: list[str] = Field(default_factory=list)
+    improvements: list[str] = Field(default_factory=list)
+    trusted: bool = Field(description="false when conditions differ so that figures cannot be compared")
+    untrusted_because: list[str] = Field(default_factory=list)
+    conditions: list[dict[str, Any]] = Field(default_factory=list,
+                                             description="conditions that differ: key, label, before, "
+                                             "after, effect (untrusted or flagged)")
+    changes: list[BaselineChange] = Field(default_factory=list)
+    answers: dict[str, Any] | None = Field(default=None, description="answer consistency: compared, "
+                                           "identical, exact_match_rate, threshold, changed, embeddings")
+    policy: dict[str, Any] = Field(default_factory=dict, description="tolerances and answer-drift policy")
 
 
 class RunDocument(_Open):
@@ -184,7 +247,11 @@ class RunDocument(_Open):
     server: Server | None = None
     problems: list[str] = Field(default_factory=list)
     capabilities: dict[str, CapabilityRow] = Field(default_factory=dict)
+    causes: list[Cause] = Field(default_factory=list)
+    deselected: Deselected = Field(default_factory=Deselected)
     tests: list[CheckResult] = Field(default_factory=list)
+    baseline: BaselineComparison | None = Field(default=None, description="the comparison with "
+                                                "--inferaccept-baseline; null without one")
 
 
 def load(document: dict[str, Any]) -> RunDocument:

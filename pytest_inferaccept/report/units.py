@@ -83,6 +83,12 @@ def spec_label(spec: dict[str, Any]) -> str:
         parts.append(f"{spec['requests']} requests")
     if spec.get("duration") is not None:
         parts.append(f"{fmt_number(spec['duration'])} s")
-    if spec.get("workload"):
-        parts.append(f"workload {spec['workload']}")
+    workload = spec.get("workload")
+    if isinstance(workload, dict):
+        # The load engine describes a workload as a mapping: name its kind and its lengths.
+        kind = workload.get("type") or workload.get("path") or workload.get("name") or "custom"
+        lengths = ", ".join(f"{key} {workload[key]}" for key in ("input", "output") if workload.get(key))
+        parts.append(f"{kind} workload" + (f" ({lengths})" if lengths else ""))
+    elif workload:
+        parts.append(f"workload {workload}")
     return ", ".join(parts) if parts else "one load run"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pytest_inferaccept.capabilities import CAPABILITIES
+from pytest_inferaccept.expectations import check_id
 from pytest_inferaccept.report import words
 from pytest_inferaccept.report.evidence_view import EvidenceView, evidence_view
 from pytest_inferaccept.report.load_table import load_table
@@ -26,6 +27,14 @@ from pytest_inferaccept.scrub import strip_userinfo
 
 JUDGED_BAD = ("failed", "error", "xpassed")
 MAX_REASONS = 12
+BASELINE_REASON = "since the baseline: "
+"""How the verdict words each regression found by the comparison with the baseline."""
+BASELINE_UNUSABLE = "the baseline could not be compared"
+CHANGE_KINDS = {"capability": "capability", "check": "check", "figure": "figure", "load_run": "load run",
+                "operator_metric": "/metrics", "server": "server", "answer": "answer",
+                "embedding": "embedding"}
+GOOD_NEWS_ORDER = {"capability": 0, "check": 1, "figure": 2}
+UNTRUSTED_NOTE = " (so figures and answer drift are shown, not judged)"
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,19 @@ class CheckView:
     slo: str
     evidence: EvidenceView
     finding: bool
+    cause_href: str = ""
+    """For a check that failed only because the server had stopped: the anchor of that cause."""
+
+
+@dataclass(frozen=True)
+class CauseView:
+    """The server stopped during the run: one finding, with the failures it explains under it."""
+
+    anchor: str
+    summary: str
+    detail: str
+    during: Link | None
+    consequences: tuple[Link, ...]
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,51 @@ class LoadView:
 
 
 @dataclass(frozen=True)
+class ChangeView:
+    """One item that differs from the baseline run: its sentence (with the figures) and where to look."""
+
+    kind: str
+    status: str
+    text: str
+    anchor: str = ""
+    href: str = ""
+    """The evidence of this run's check, when the change is a check that now fails."""
+
+
+@dataclass(frozen=True)
+class AnswerChangeView:
+    """One fixed prompt whose answer differs from the baseline's, both texts side by side."""
+
+    id: str
+    prompt: str
+    before: str
+    after: str
+    similarity: str
+    drifted: bool
+
+
+@dataclass(frozen=True)
+class BaselineView:
+    """The "Changed since the baseline" section: what got worse, what got better, what is only flagged."""
+
+    path: str
+    date: str
+    verdict: str
+    about: tuple[tuple[str, str], ...]
+    error: str
+    headline: str
+    untrusted: tuple[str, ...]
+    regressions: tuple[ChangeView, ...]
+    improvements: tuple[ChangeView, ...]
+    flagged: tuple[ChangeView, ...]
+    metrics: tuple[ChangeView, ...]
+    answers_summary: str
+    answers: tuple[AnswerChangeView, ...]
+    embeddings: tuple[tuple[str, str, bool], ...]
+    policy: str
+
+
+@dataclass(frozen=True)
 class Page:
     """Everything the HTML template prints."""
 
@@ -124,6 +191,7 @@ class Page:
     capabilities: tuple[CapabilityView, ...]
     suites: tuple[SuiteView, ...]
     findings: tuple[CheckView, ...]
+    causes: tuple[CauseView, ...]
     slo_rows: tuple[SloRowView, ...]
     loads: tuple[LoadView, ...]
     conditions: tuple[tuple[str, str], ...]
@@ -131,6 +199,8 @@ class Page:
     schema: str
     plugin_version: str
     charts: list[tuple[str, str]] = field(default_factory=list)
+    baseline: BaselineView | None = None
+    """The comparison with --inferaccept-baseline; None without one (no section is drawn)."""
 
 
 def anchor(nodeid: str) -> str:
@@ -154,18 +224,43 @@ def _check_view(doc: RunDocument, test: CheckResult) -> CheckView:
     evidence = evidence_view(test.evidence, authenticated=settings.api_key == "<set>",
                              max_time=settings.request_timeout)
     slo = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in (test.slo or {}).items())
+    aftermath = words.explained(doc, test)
     return CheckView(
         anchor=anchor(test.nodeid), nodeid=test.nodeid, suite=_suite(test),
         name=words.short_name(test.nodeid), outcome=test.outcome, message=test.message,
         headline=words.first_line(test.message), capabilities=", ".join(test.capabilities),
-        duration=f"{test.duration_s:.2f} s", slo=slo, evidence=evidence, finding=_is_finding(test))
+        duration=f"{test.duration_s:.2f} s", slo=slo, evidence=evidence,
+        finding=_is_finding(test) and not aftermath,
+        cause_href=f"#cause-{test.caused_by + 1}" if aftermath and test.caused_by is not None else "")
 
 
-def _reasons(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[Link, ...]:
+def _causes(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[CauseView, ...]:
+    views: list[CauseView] = []
+    for number, cause in enumerate(doc.causes, start=1):
+        first = checks.get(cause.during or "")
+        during = Link(text=first.name, href=f"#{first.anchor}") if first is not None else None
+        later = tuple(Link(text=f"{checks[n].name}: {checks[n].outcome}", href=f"#{checks[n].anchor}")
+                      if n in checks else Link(text=words.short_name(n), href="")
+                      for n in cause.consequences)
+        views.append(CauseView(anchor=f"cause-{number}", summary=cause.summary, detail=cause.detail,
+                               during=during, consequences=later))
+    return tuple(views)
+
+
+def _reasons(doc: RunDocument, checks: dict[str, CheckView],
+             since: BaselineView | None = None) -> tuple[Link, ...]:
     links: list[Link] = []
+    causes = {cause.summary: f"#cause-{number}" for number, cause in enumerate(doc.causes, start=1)}
+    regressions = {f"{BASELINE_REASON}{c.text}": f"#{c.anchor}" for c in (since.regressions if since else ())}
     for reason in doc.verdict.reasons:
         href = "#checks" if doc.verdict.status == "GO" else "#problems"
-        text = words.first_line(reason)
+        text = words.first_line(reason, 400 if reason in causes else 240)
+        if reason in causes:
+            links.append(Link(text=text, href=causes[reason]))
+            continue
+        if since is not None and reason.startswith((BASELINE_REASON, BASELINE_UNUSABLE)):
+            links.append(Link(text=words.first_line(reason, 400), href=regressions.get(reason, "#baseline")))
+            continue
         for nodeid, view in checks.items():
             if reason.startswith((f"{nodeid} ", f"{nodeid}:")) and view.finding:
                 href = f"#{view.anchor}"
@@ -179,7 +274,7 @@ def _capabilities(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[Capab
     rows: list[CapabilityView] = []
     for name, row in doc.capabilities.items():
         broken = [v for v in checks.values() if name in v.capabilities.split(", ")
-                  and v.outcome in JUDGED_BAD]
+                  and v.outcome in JUDGED_BAD and not v.cause_href]
         rows.append(CapabilityView(
             name=name, meaning=CAPABILITIES.get(name, ""),
             required="required" if row.required else "probed", status=row.status,
@@ -253,6 +348,11 @@ def _version_summary(info: dict[str, object]) -> str:
 def _conditions(doc: RunDocument) -> tuple[tuple[str, str], ...]:
     c, s, server = doc.conditions, doc.conditions.settings, doc.server
     slo_profile = sorted({f"{k} {fmt_limit(k, v)}" for t in doc.tests for k, v in (t.slo or {}).items()})
+    session_slo = (s.load or {}).get("slo") or {}
+    if session_slo:
+        source = (s.load or {}).get("slo_source") or "--slo"
+        slo_profile.insert(0, ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in session_slo.items())
+                           + f" (for load tests without a marker; from {source})")
     rows: list[tuple[str, str]] = [
         ("server URL", strip_userinfo(server.base_url if server else (s.server_url or "none given"))),
         ("model", server.model if server else (s.model or "unknown")),
@@ -287,9 +387,111 @@ def _conditions(doc: RunDocument) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
+def _shown(value: object, limit: int = 160) -> str:
+    """A condition's or a metadata value as text: strings as they are, anything else as JSON."""
+    if value is None:
+        return "not set"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _prompts(doc: RunDocument) -> dict[str, str]:
+    """The fixed prompts this run asked, by id (the answer-consistency module records them)."""
+    out: dict[str, str] = {}
+    for test in doc.tests:
+        recorded = test.evidence.values.get("answers")
+        for entry in recorded if isinstance(recorded, list) else []:
+            if isinstance(entry, dict) and "id" in entry and isinstance(entry.get("prompt"), str):
+                out.setdefault(str(entry["id"]), entry["prompt"])
+    return out
+
+
+def _answers(doc: RunDocument, section: dict[str, object]) -> tuple[str, tuple[AnswerChangeView, ...],
+                                                                   tuple[tuple[str, str, bool], ...]]:
+    compared, identical = section.get("compared"), section.get("identical")
+    rate, threshold = section.get("exact_match_rate"), section.get("threshold")
+    summary = ""
+    if isinstance(compared, int) and compared:
+        summary = (f"{identical} of {compared} answers identical to the baseline's"
+                   + (f" ({rate * 100:.0f}% exact match)" if isinstance(rate, (int, float)) else "")
+                   + (f"; a changed answer drifts below similarity {threshold:g}"
+                      if isinstance(threshold, (int, float)) else "")
+                   + f"; drift policy: {section.get('policy') or 'warn'}.")
+    prompts = _prompts(doc)
+    changed = section.get("changed")
+    rows = tuple(AnswerChangeView(
+        id=str(c.get("id")), prompt=prompts.get(str(c.get("id")), ""), before=str(c.get("before") or ""),
+        after=str(c.get("after") or ""), drifted=bool(c.get("drifted")),
+        similarity=f"{c['similarity']:.2f}" if isinstance(c.get("similarity"), (int, float)) else "—")
+        for c in (changed if isinstance(changed, list) else []) if isinstance(c, dict))
+    embedded = section.get("embeddings")
+    cosines = tuple((str(e.get("id")), f"{e['cosine']:.4f}" if isinstance(e.get("cosine"), (int, float))
+                     else "vectors of different length", bool(e.get("drifted")))
+                    for e in (embedded if isinstance(embedded, list) else []) if isinstance(e, dict))
+    return summary, rows, cosines
+
+
+def _policy(policy: dict[str, object]) -> str:
+    """The tolerances and the answer-drift policy the comparison used, as one line."""
+    parts: list[str] = []
+    tolerances = policy.get("tolerances")
+    if isinstance(tolerances, dict) and tolerances:
+        parts.append("tolerances: " + ", ".join(
+            f"{key} {value * 100:g}{' points' if key in ('error_rate', 'goodput') else '%'}"
+            for key, value in tolerances.items() if isinstance(value, (int, float))))
+    if policy.get("answer_drift"):
+        parts.append(f"answer drift: {policy['answer_drift']}")
+    threshold = policy.get("answer_threshold")
+    if isinstance(threshold, (int, float)):
+        parts.append(f"answer similarity threshold {threshold:g}")
+    return "; ".join(parts)
+
+
+def _baseline(doc: RunDocument, checks: dict[str, CheckView]) -> BaselineView | None:
+    section = doc.baseline
+    if section is None:
+        return None
+    run = section.run
+    about = tuple((label, _shown(run.get(key))) for label, key in (
+        ("model", "model"), ("server version", "server_version"), ("plugin", "plugin_version"),
+        ("client host", "client_host")) if run.get(key) is not None)
+    evidence = {check_id(nodeid): f"#{view.anchor}" for nodeid, view in checks.items() if view.finding}
+    changes = [ChangeView(kind=CHANGE_KINDS.get(c.kind, c.kind), status=c.status, text=c.detail,
+                          href=evidence.get(c.item, "") if c.kind == "check" else "")
+               for c in section.changes]
+    regressions = tuple(ChangeView(kind=c.kind, status=c.status, text=c.text, href=c.href,
+                                   anchor=f"baseline-regression-{number}")
+                        for number, c in enumerate((c for c in changes if c.status == "regression"), start=1))
+    good = sorted((c for c in changes if c.status == "improvement"),
+                  key=lambda c: GOOD_NEWS_ORDER.get(c.kind, len(GOOD_NEWS_ORDER)))
+    flagged = [ChangeView(kind="condition", status=str(d.get("effect") or "flagged"),
+                          text=f"{d.get('label') or d.get('key')}: {_shown(d.get('before'))} → "
+                               f"{_shown(d.get('after'))}" + (UNTRUSTED_NOTE if d.get("effect") == "untrusted"
+                                                              else ""))
+               for d in section.conditions]
+    flagged += [c for c in changes if c.status == "untrusted"]
+    flagged += [c for c in changes
+                if c.status == "changed" and c.kind not in ("/metrics", "answer", "embedding")]
+    answers_summary, answers, cosines = _answers(doc, section.answers or {})
+    policy = _policy(section.policy)
+    if section.error:
+        headline = ("The baseline could not be used, so this run cannot say whether anything got worse "
+                    "(the verdict is INVALID until the comparison can be made).")
+    else:
+        headline = words.baseline_sentence(doc) or ""
+    return BaselineView(
+        path=section.path or "not given", date=words.run_date(run.get("started_at")),
+        verdict=str(run.get("verdict") or "unknown"), about=about, error=section.error or "",
+        headline=headline, untrusted=tuple(section.untrusted_because), regressions=regressions,
+        improvements=tuple(good), flagged=tuple(flagged),
+        metrics=tuple(c for c in changes if c.kind == "/metrics"),
+        answers_summary=answers_summary, answers=answers, embeddings=cosines, policy=policy)
+
+
 def build_page(doc: RunDocument) -> Page:
     """Derive the page from the run model."""
     checks = {t.nodeid: _check_view(doc, t) for t in doc.tests}
+    since = _baseline(doc, checks)
     slo_rows, loads = _load(doc)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(doc.verdict.counts.items()))
     server = doc.server
@@ -302,7 +504,7 @@ def build_page(doc: RunDocument) -> Page:
         counts=counts or "no check ran",
         subtitle=f"{model or 'no model'} at {host or 'no server'} · {doc.conditions.finished_at}",
         declared=tuple(doc.conditions.declared.items()),
-        reasons=_reasons(doc, checks)[:MAX_REASONS],
+        reasons=_reasons(doc, checks, since)[:MAX_REASONS],
         answer=tuple(words.answer(doc)),
         fails=tuple(words.failures(doc)),
         more_reasons=max(0, len(doc.verdict.reasons) - MAX_REASONS),
@@ -312,6 +514,7 @@ def build_page(doc: RunDocument) -> Page:
         capabilities=_capabilities(doc, checks),
         suites=_suites(list(checks.values())),
         findings=tuple(v for v in checks.values() if v.finding),
+        causes=_causes(doc, checks),
         slo_rows=slo_rows,
         loads=loads,
         conditions=_conditions(doc),
@@ -319,4 +522,5 @@ def build_page(doc: RunDocument) -> Page:
         if server and server.version_info else "",
         schema=doc.schema_id,
         plugin_version=doc.conditions.plugin_version,
+        baseline=since,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from datetime import datetime
 
 from pytest_inferaccept.capabilities import CAPABILITIES
 from pytest_inferaccept.report.model import CheckResult, LoadResult, RunDocument, SloRow
@@ -111,19 +112,43 @@ def failures(doc: RunDocument) -> list[str]:
 
     Several checks failing on one capability read as one finding, with their count; a check's
     first capability is its most specific one (a streamed tool test lists tools before stream).
+    Without a capability, the cases of one parametrized check read as one finding too.
     """
     grouped: dict[str, list[CheckResult]] = {}
     for test in doc.tests:
-        if test.outcome in ("failed", "error"):
-            key = test.capabilities[0] if test.capabilities else short_name(test.nodeid)
+        # A check tied to a cause (the one running when the server stopped, or a later one) is
+        # told by the cause's own line.
+        if test.outcome in ("failed", "error") and test.caused_by is None:
+            key = test.capabilities[0] if test.capabilities else short_name(test.nodeid).split("[", 1)[0]
             grouped.setdefault(key, []).append(test)
-    lines: list[str] = []
+    # Causes before symptoms: a server that stopped is one finding, whatever failed after it.
+    lines = [first_line(cause.summary, 400) for cause in doc.causes]
     for what, tests in grouped.items():
         first = tests[0]
-        label = f"{what} ({CAPABILITIES[what]})" if what in CAPABILITIES else what
-        more = f" ({len(tests)} checks)" if len(tests) > 1 else ""
-        lines.append(f"{label}: {first_line(first.message, 140) or first.outcome}{more}")
+        seen = first_line(first.message, 140) or first.outcome
+        if what in CAPABILITIES:
+            more = f" ({len(tests)} checks)" if len(tests) > 1 else ""
+            lines.append(f"{what} ({CAPABILITIES[what]}): {seen}{more}")
+            continue
+        cases = [_case(test) for test in tests]
+        if len(tests) > 1:
+            lines.append(f"{what}: fails for {len(tests)} cases ({_series(cases)}); the first: {seen}")
+        else:
+            lines.append(f"{short_name(first.nodeid)}: {seen}")
     return lines
+
+
+def _case(test: CheckResult) -> str:
+    """The parameters of a parametrized check ('model_missing'), or its name."""
+    name = short_name(test.nodeid)
+    return name.split("[", 1)[1].rstrip("]") if "[" in name else name
+
+
+def explained(doc: RunDocument, test: CheckResult) -> bool:
+    """True when the test failed because the server had stopped (one of a cause's consequences)."""
+    index = test.caused_by
+    return (index is not None and 0 <= index < len(doc.causes)
+            and test.nodeid in doc.causes[index].consequences)
 
 
 def answer(doc: RunDocument) -> list[str]:
@@ -139,10 +164,16 @@ def answer(doc: RunDocument) -> list[str]:
     elif status == "NO-GO":
         bad = [t for t in doc.tests if t.outcome in ("failed", "error")]
         found = failures(doc)
-        out.append(f"Not ready: {len(bad)} of {judged} checks that ran to a result failed, "
+        after = sum(explained(doc, t) for t in bad)
+        aftermath = (f" ({after} of them only because the server had stopped answering)"
+                     if after else "")
+        out.append(f"Not ready: {len(bad)} of {judged} checks that ran to a result failed{aftermath}, "
                    f"{len(found)} distinct finding{'s' if len(found) != 1 else ''} (listed below).")
     else:
         out.append(f"Passed every acceptance check that ran ({judged} checks).")
+    since = baseline_sentence(doc)
+    if since:
+        out.append(since)
     if status != "INVALID":
         out.extend(_capability_sentences(doc))
     runs = _load_runs(doc)
@@ -163,6 +194,43 @@ def _skipped_for_capabilities(tests: Iterable[CheckResult]) -> Counter[str]:
         if _gated(test):
             gated[f"{rest.strip().split(':')[0] or 'unknown'} ({head})"] += 1
     return gated
+
+
+def run_date(started_at: object) -> str:
+    """When a run started, to the minute ('2025-03-01 14:05 UTC'), or 'unknown date'."""
+    if not isinstance(started_at, str) or not started_at:
+        return "unknown date"
+    try:
+        when = datetime.fromisoformat(started_at)
+    except ValueError:
+        return started_at
+    return f"{when:%Y-%m-%d %H:%M} {when.tzname() or ''}".rstrip()
+
+
+def baseline_sentence(doc: RunDocument) -> str | None:
+    """One sentence on the comparison with the baseline run (None without --inferaccept-baseline)."""
+    section = doc.baseline
+    if section is None:
+        return None
+    if section.error:
+        which = f"The baseline {section.path}" if section.path else "The baseline"
+        return (f"{which} could not be used ({first_line(section.error)}), so this run cannot say whether "
+                "anything got worse since the last accepted run.")
+    head = f"Compared with the run of {run_date(section.run.get('started_at'))}"
+    regressions = section.regressions
+    if regressions:
+        shown = "; ".join(first_line(r, 200) for r in regressions[:MAX_LISTED])
+        more = f"; and {len(regressions) - MAX_LISTED} more" if len(regressions) > MAX_LISTED else ""
+        plural = "s" if len(regressions) != 1 else ""
+        return f"{head}: {len(regressions)} regression{plural}: {shown}{more}."
+    sentence = f"{head}: nothing got worse beyond the tolerances"
+    if section.improvements:
+        count = len(section.improvements)
+        sentence += f"; {count} improvement{'s' if count != 1 else ''}"
+    if not section.trusted and section.untrusted_because:
+        sentence += (", but the figures could not be compared: "
+                     + "; ".join(first_line(r, 160) for r in section.untrusted_because[:MAX_LISTED]))
+    return sentence + "."
 
 
 def limitations(doc: RunDocument) -> list[str]:
@@ -198,9 +266,16 @@ def limitations(doc: RunDocument) -> list[str]:
     if other:
         out.append(f"{len(other)} checks were skipped for other reasons (first: "
                    f"{first_line(other[0].message, 120) or 'no reason given'}).")
-    deselected = doc.model_extra.get("deselected") if doc.model_extra else None
-    if isinstance(deselected, int) and deselected:
-        out.append(f"{deselected} checks were deselected (-k / -m) and did not run.")
+    deselected = doc.deselected
+    if deselected.count:
+        named = [short_name(n) for n in deselected.examples[:MAX_LISTED]]
+        more = f" and {deselected.count - len(named)} more" if deselected.count > len(named) else ""
+        out.append(f"{deselected.count} acceptance checks were deselected (-k, -m or --deselect) and did "
+                   f"not run, so the verdict covers a subset (deselected: {', '.join(named)}{more}).")
+    for cause in doc.causes:
+        if cause.consequences:
+            out.append(f"{len(cause.consequences)} checks were not judged: they failed only because the "
+                       f"server at {cause.server} had stopped ({cause.kind}); rerun them once it stays up.")
     xfailed = [t for t in doc.tests if t.outcome == "xfailed"]
     if xfailed:
         out.append(f"{len(xfailed)} checks are marked as expected to fail (xfail) and are not judged.")

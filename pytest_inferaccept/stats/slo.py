@@ -129,8 +129,10 @@ _TOKENS = _Unit(1.0, 1, " tokens/s")
 _REQUESTS = _Unit(1.0, 2, " requests/s")
 
 
-def _latency_unit(limit: float) -> _Unit:
-    return _MILLISECONDS if limit < 0.1 else _SECONDS
+def _latency_unit(limit: float, measured: float | None = None) -> _Unit:
+    # milliseconds when either side is small: "2.6 ms <= 500.0 ms", never "0.00 s <= 0.50 s"
+    smallest = limit if measured is None else min(limit, measured)
+    return _MILLISECONDS if smallest < 0.1 else _SECONDS
 
 
 def _decimals(unit: _Unit, limit: float, values: Sequence[float | None]) -> int:
@@ -240,7 +242,8 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
     on_point = on_point or lim.stat == "max"
     note = ("judged on the observed value" if lim.stat == "max"
             else "judged on the point estimate" if on_point else "")
-    ev = _Evidence(key=lim.key, limit=lim.limit, unit=_latency_unit(lim.limit), estimate=est, n=n,
+    unit = _latency_unit(lim.limit, None if est is None else est.value)
+    ev = _Evidence(key=lim.key, limit=lim.limit, unit=unit, estimate=est, n=n,
                    confidence=conf, minimum=False, show_interval=lim.stat != "max", note=note)
     basis: Basis = "point_estimate" if on_point else "interval"
     if slo.min_samples is not None:

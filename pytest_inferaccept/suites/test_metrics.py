@@ -46,6 +46,10 @@ def test_metrics_is_valid_prometheus_text(http_client: httpx.Client,
                                           inferaccept_evidence: Evidence) -> None:
     scrape = _scrape(http_client, inferaccept_evidence)
     inferaccept_evidence.record("metric_families", len({n for n, _ in scrape.samples}))
+    # The names themselves, so that a baseline comparison sees a metric that disappeared or was renamed.
+    families = {n.removesuffix("_total") for n in scrape.types
+                if not n.endswith(("_bucket", "_count", "_sum", "_created"))}
+    inferaccept_evidence.record("metric_names", sorted(families)[:500])
 
 
 def test_metrics_counters_never_decrease(http_client: httpx.Client, model: str,

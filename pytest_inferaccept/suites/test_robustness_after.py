@@ -16,6 +16,8 @@ from pytest_inferaccept.keys import SESSION_KEY
 from pytest_inferaccept.robustness.harness import config_or_exit
 from pytest_inferaccept.robustness.send import liveness
 
+pytestmark = pytest.mark.inferaccept_liveness
+
 
 def test_server_is_healthy_and_serving_after_the_robustness_suite(
         request: pytest.FixtureRequest, http_client: httpx.Client, model: str,

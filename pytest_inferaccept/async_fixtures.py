@@ -1,0 +1,37 @@
+"""The async fixtures, declared through pytest-asyncio so they run in its strict mode as in auto.
+
+Registered as a plugin when pytest configures (not imported with the plugin module), so that
+importing the plugin stays cheap and pytest-asyncio is loaded only where pytest runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import pytest
+import pytest_asyncio
+
+from pytest_inferaccept.keys import SESSION_KEY
+from pytest_inferaccept.server import ServerUnderTest
+
+if TYPE_CHECKING:
+    import openai
+
+
+@pytest_asyncio.fixture
+async def async_openai_client(request: pytest.FixtureRequest,
+                              inferaccept_server: ServerUnderTest) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The official async OpenAI SDK client configured for the server (no retries, plugin timeouts)."""
+    import openai
+
+    from pytest_inferaccept.http import make_sdk_clients
+
+    s = request.config.stash[SESSION_KEY].settings
+    bounded = make_sdk_clients(request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
+                               max_bytes=s.max_response_bytes, asynchronous=True)
+    client = openai.AsyncOpenAI(base_url=inferaccept_server.api_base, api_key=s.api_key or "none",
+                                timeout=openai.Timeout(s.request_timeout, connect=s.connect_timeout),
+                                max_retries=0, http_client=bounded)
+    yield client
+    await client.close()

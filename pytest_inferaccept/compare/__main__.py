@@ -1,0 +1,57 @@
+"""Compare results files offline: `python -m pytest_inferaccept.compare OLD.json NEW.json`.
+
+Two files: what changed since the first, exit 1 on a regression. Three or more (or --side-by-side):
+the framework-selection view, one column per run. Exit 2 when a file cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pytest_inferaccept.compare.baseline import BaselineError, read_document
+from pytest_inferaccept.compare.policy import PolicyError, parse_gate
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison; return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m pytest_inferaccept.compare", description=__doc__)
+    parser.add_argument("files", nargs="+", type=Path, help="results files (--inferaccept-json)")
+    parser.add_argument("--side-by-side", action="store_true", help="one column per run, even for two")
+    parser.add_argument("--regression-tolerance", action="append", default=[], metavar="KEY=FRACTION")
+    parser.add_argument("--answer-drift", choices=("warn", "fail"), default="warn")
+    parser.add_argument("--answer-drift-threshold", default=None, metavar="RATIO")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    args = parser.parse_args(argv)
+    if len(args.files) < 2:
+        parser.error("give two results files (baseline first), or more for the side-by-side view")
+    try:
+        gate = parse_gate(None, "\n".join(args.regression_tolerance), args.answer_drift,
+                          args.answer_drift_threshold, None)
+        docs = [read_document(path) for path in args.files]
+    except (BaselineError, PolicyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.side_by_side or len(docs) > 2:
+        from pytest_inferaccept.compare.side import table
+
+        print(table([p.name for p in args.files], docs))
+        return 0
+    from pytest_inferaccept.compare.diff import compare
+    from pytest_inferaccept.compare.render import section_lines
+
+    comparison = compare(docs[0], docs[1], gate, path=str(args.files[0]))
+    section = comparison.to_json()
+    if args.json:
+        print(json.dumps(section, indent=2, default=str))
+    else:
+        print(f"{args.files[1]} compared with {args.files[0]}")
+        for text, _ in section_lines(section):
+            print(text)
+    return 1 if comparison.regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Conditions that differ between two runs, and which of them make the figures incomparable.
+
+A different model or a different declared condition (--condition gpu=..., tp=...) means the two
+runs measured different things: their figures are shown, never called a regression. A different
+client host, platform, load setting or SLO profile is flagged only: CI runners change host names
+on every run, and per-run load differences are judged where they matter (each load run's own ask).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pytest_inferaccept.report.model import RunDocument
+
+Effect = Literal["untrusted", "flagged"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Difference:
+    """One condition with different values in the two runs."""
+
+    key: str
+    label: str
+    before: Any
+    after: Any
+    effect: Effect
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"key": self.key, "label": self.label, "before": self.before, "after": self.after,
+                "effect": self.effect}
+
+
+def conditions_of(doc: RunDocument) -> dict[str, tuple[str, Any, Effect]]:
+    """The conditions of one run: key -> (label, value, what a difference means)."""
+    cond = doc.conditions
+    load = cond.settings.model_extra.get("load") if cond.settings.model_extra else None
+    load = load if isinstance(load, dict) else {}
+    server = doc.server
+    out: dict[str, tuple[str, Any, Effect]] = {
+        "model": ("model", server.model if server else cond.settings.model, "untrusted"),
+        "embedding_model": ("embedding model", server.embedding_model if server else None, "flagged"),
+        "client_host": ("client host", cond.client_host, "flagged"),
+        "client_platform": ("client platform", cond.client_platform, "flagged"),
+        "cpu_count": ("client CPU count", cond.cpu_count, "flagged"),
+        "server_preset": ("server preset", cond.settings.server_preset, "flagged"),
+        "slo": ("SLO profile", load.get("slo"), "flagged"),
+        "slo_judge": ("SLO judged on", load.get("slo_judge"), "flagged"),
+        "load": ("bundled load settings", {k: load.get(k) for k in ("concurrency", "requests", "duration",
+                                                                    "workers")}, "flagged"),
+    }
+    for key, value in cond.declared.items():
+        out[f"declared.{key}"] = (f"declared condition {key}", value, "untrusted")
+    return out
+
+
+def differences(old: RunDocument, new: RunDocument) -> list[Difference]:
+    """Every condition whose value differs (a declared condition present in one run only included)."""
+    before, after = conditions_of(old), conditions_of(new)
+    out = []
+    for key in dict.fromkeys([*before, *after]):
+        label, old_value, effect = before.get(key) or after[key]
+        new_value = after[key][1] if key in after else None
+        old_value = old_value if key in before else None
+        if old_value != new_value:
+            out.append(Difference(key=key, label=label, before=old_value, after=new_value, effect=effect))
+    return out

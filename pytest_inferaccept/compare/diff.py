@@ -1,0 +1,196 @@
+"""The comparison of a run with its baseline: capabilities, checks, figures, metrics, metadata, answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_inferaccept.compare import extras
+from pytest_inferaccept.compare.change import Change
+from pytest_inferaccept.compare.conditions import Difference, differences
+from pytest_inferaccept.compare.figures import LoadFigures, load_runs, unit_of
+from pytest_inferaccept.compare.policy import GateSettings
+from pytest_inferaccept.compare.rules import judge, relative
+from pytest_inferaccept.expectations import check_id
+from pytest_inferaccept.report.model import RunDocument
+
+GOOD = ("passed", "xfailed")
+BAD = ("failed", "error")
+
+
+@dataclass(kw_only=True)
+class Comparison:
+    """Everything that changed since the baseline, and whether the figures could be trusted."""
+
+    gate: GateSettings
+    baseline: dict[str, Any]
+    conditions: list[Difference] = field(default_factory=list)
+    untrusted: list[str] = field(default_factory=list)
+    """Why the figures of the two runs cannot be compared (empty: they can)."""
+    changes: list[Change] = field(default_factory=list)
+    answers: dict[str, Any] | None = None
+
+    @property
+    def regressions(self) -> list[Change]:
+        """Changes that make the run NO-GO."""
+        return [c for c in self.changes if c.status == "regression"]
+
+    def verdict_reasons(self) -> list[str]:
+        """One line per regression for the verdict; a failing check is already a reason of its own."""
+        return [f"since the baseline: {c.detail}" for c in self.regressions if c.kind != "check"]
+
+    def warnings(self) -> list[str]:
+        """What the verdict should warn about: untrusted figures, drift under 'warn', differing conditions."""
+        out = [f"since the baseline: {c.detail}" for c in self.changes if c.status == "untrusted"]
+        out += [f"since the baseline: {c.detail}" for c in self.changes
+                if c.kind in ("answer", "embedding") and c.status == "changed" and "drifted" in c.detail]
+        if self.untrusted:
+            out.append("the baseline's figures are not comparable: " + "; ".join(self.untrusted))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The `baseline` section of the results document."""
+        return {"path": self.baseline.get("path"), "error": None, "run": self.baseline,
+                "status": "regressed" if self.regressions else "no regression",
+                "regressions": [c.detail for c in self.regressions],
+                "improvements": [c.detail for c in self.changes if c.status == "improvement"],
+                "trusted": not self.untrusted, "untrusted_because": list(self.untrusted),
+                "conditions": [d.to_json() for d in self.conditions],
+                "changes": [c.to_json() for c in self.changes], "answers": self.answers,
+                "policy": self.gate.describe()}
+
+
+def describe_run(doc: RunDocument, path: str | None) -> dict[str, Any]:
+    """The few facts that identify the baseline run."""
+    server = doc.server
+    return {"path": path, "started_at": doc.conditions.started_at, "verdict": doc.verdict.status,
+            "plugin_version": doc.conditions.plugin_version, "client_host": doc.conditions.client_host,
+            "model": server.model if server else None,
+            "server_version": extras.server_version(server.version_info) if server else None}
+
+
+def compare(old: RunDocument, new: RunDocument, gate: GateSettings, path: str | None = None) -> Comparison:
+    """Compare a run (new) with its baseline (old)."""
+    result = Comparison(gate=gate, baseline=describe_run(old, path))
+    result.conditions = differences(old, new)
+    result.untrusted = [f"{d.label} differs ({d.before} → {d.after})" for d in result.conditions
+                        if d.effect == "untrusted"]
+    result.changes += _capabilities(old, new)
+    result.changes += _checks(old, new)
+    result.changes += _figures(old, new, gate, result.untrusted)
+    result.changes += extras.operator_metrics(old, new)
+    result.changes += extras.server_metadata(old, new)
+    answer_changes, result.answers = extras.answers(old, new, gate, trusted=not result.untrusted)
+    result.changes += answer_changes
+    return result
+
+
+def _capabilities(old: RunDocument, new: RunDocument) -> list[Change]:
+    out = []
+    for name, before in old.capabilities.items():
+        after = new.capabilities.get(name)
+        if after is None or after.status == "not exercised" or before.status == "not exercised":
+            continue
+        if before.status == after.status:
+            continue
+        detail = after.probe.detail if after.probe else ""
+        why = f" ({detail[:160]})" if detail else ""
+        if before.status == "supported":
+            out.append(Change(kind="capability", status="regression", item=name, before=before.status,
+                              after=after.status, detail=f"capability {name} lost: {before.status} → "
+                              f"{after.status}{why}"))
+        elif after.status == "supported":
+            out.append(Change(kind="capability", status="improvement", item=name, before=before.status,
+                              after=after.status, detail=f"capability {name} now {after.status} "
+                              f"(was {before.status})"))
+        else:
+            out.append(Change(kind="capability", status="changed", item=name, before=before.status,
+                              after=after.status, detail=f"capability {name}: {before.status} → "
+                              f"{after.status}{why}"))
+    return out
+
+
+def _checks(old: RunDocument, new: RunDocument) -> list[Change]:
+    before = {check_id(t.nodeid): t for t in old.tests}
+    out = []
+    for test in new.tests:
+        cid = check_id(test.nodeid)
+        prev = before.get(cid)
+        if prev is None or prev.outcome == test.outcome:
+            continue
+        message = (test.message or "").splitlines()[0][:200] if test.message else ""
+        if prev.outcome in GOOD and test.outcome in BAD:
+            out.append(Change(kind="check", status="regression", item=cid, before=prev.outcome,
+                              after=test.outcome, detail=f"{cid} passed before and {test.outcome} now"
+                              + (f": {message}" if message else "")))
+        elif prev.outcome in BAD and test.outcome in GOOD:
+            out.append(Change(kind="check", status="improvement", item=cid, before=prev.outcome,
+                              after=test.outcome, detail=f"{cid} {prev.outcome} before and passes now"))
+        else:
+            out.append(Change(kind="check", status="changed", item=cid, before=prev.outcome,
+                              after=test.outcome, detail=f"{cid}: {prev.outcome} → {test.outcome}"
+                              + (f" ({message})" if message else "")))
+    return out
+
+
+def _figures(old: RunDocument, new: RunDocument, gate: GateSettings, untrusted: list[str]) -> list[Change]:
+    before = load_runs(old)
+    after = load_runs(new)
+    out = []
+    for where, prev in before.items():
+        now = after.get(where)
+        if now is None:
+            out.append(Change(kind="load_run", status="changed", item=where,
+                              detail=f"{where}: measured in the baseline, not in this run"))
+            continue
+        doubts = list(untrusted) + _doubts(prev, now)
+        for key, old_fig in prev.figures.items():
+            new_fig = now.figures.get(key)
+            if new_fig is None:
+                continue
+            tol = gate.tolerance(key)
+            if key == "goodput" and prev.slo_limits != now.slo_limits:
+                doubts_here = [*doubts, "the SLO that defines goodput differs"]
+            else:
+                doubts_here = doubts
+            change = _figure_change(where, key, old_fig, new_fig, tol, doubts_here)
+            if change is not None:
+                out.append(change)
+    return out
+
+
+IDENTITY = frozenset({"base_url", "model", "api_key_set", "request_timeout", "connect_timeout",
+                      "max_response_bytes", "max_seconds", "stall_timeout"})
+"""Load spec keys that say where and how defensively, not what load: they may differ between runs."""
+
+
+def _doubts(prev: LoadFigures, now: LoadFigures) -> list[str]:
+    doubts = []
+    keys = sorted(k for k in {*prev.spec, *now.spec} - IDENTITY if prev.spec.get(k) != now.spec.get(k))
+    if keys:
+        doubts.append("the load differed (" + ", ".join(
+            f"{k} {prev.spec.get(k)!r} → {now.spec.get(k)!r}" for k in keys[:4]) + ")")
+    if prev.client_bound or now.client_bound:
+        which = "the baseline" if prev.client_bound else "this run"
+        doubts.append(f"the client was the bottleneck in {which}")
+    return doubts
+
+
+def _figure_change(where: str, key: str, old: Any, new: Any, tol: float, doubts: list[str]) -> Change | None:
+    outcome = judge(key, old, new, tol)
+    if outcome in ("same", "no_interval"):
+        return None
+    unit = unit_of(key)
+    name = key.replace("_", " ")
+    moved = "rose" if new.value > old.value else "fell"
+    change = relative(old.value, new.value)
+    kind_of_tol = f"{tol * 100:g} points" if unit == "%" else f"{tol * 100:g}%"
+    sentence = (f"{name} of {where} {moved} from {old.show(unit)} to {new.show(unit)}"
+                + (f" ({change}; tolerance {kind_of_tol})" if change else f" (tolerance {kind_of_tol})"))
+    if doubts:
+        return Change(kind="figure", status="untrusted", item=f"{where} {key}", before=old.value,
+                      after=new.value, detail=f"{sentence}, but the comparison cannot be trusted: "
+                      + "; ".join(doubts))
+    return Change(kind="figure", status="regression" if outcome == "regression" else "improvement",
+                  item=f"{where} {key}", before=old.value, after=new.value,
+                  detail=sentence)

@@ -1,0 +1,114 @@
+"""The figures of a run the gate compares: per load run, latencies with intervals, rates, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_inferaccept.compare.policy import LATENCIES, STATS
+from pytest_inferaccept.expectations import check_id
+from pytest_inferaccept.report.model import LoadResult, RunDocument
+
+
+@dataclass(frozen=True, kw_only=True)
+class Figure:
+    """One measured figure: the point estimate and its confidence interval (None: no interval)."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+
+    def show(self, unit: str) -> str:
+        """The value with its interval, e.g. '0.052 s [0.050, 0.055]'."""
+        text = _fmt(self.value, unit)
+        if self.low is not None and self.high is not None:
+            text += f" [{_num(self.low)}, {_num(self.high)}]"
+        return text
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "%":
+        return f"{value * 100:.2f}%"
+    return f"{_num(value)} {unit}".rstrip()
+
+
+UNITS: dict[str, str] = {"throughput": "tok/s", "request_rate": "req/s", "error_rate": "%", "goodput": "%"}
+"""Unit per figure that is not a latency in seconds."""
+
+HIGHER_IS_BETTER = frozenset({"throughput", "request_rate", "goodput"})
+
+
+def unit_of(key: str) -> str:
+    """The unit a figure is shown in."""
+    return UNITS.get(key, "s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadFigures:
+    """The figures of one load run, and what it was asked to do (two runs compare only on equal asks)."""
+
+    where: str
+    """check id and the run's label, e.g. 'test_load.py::test_x [concurrency=4]'."""
+    spec: dict[str, Any]
+    client_bound: bool
+    slo_limits: dict[str, Any]
+    figures: dict[str, Figure]
+
+
+def _estimate(raw: Any) -> Figure | None:
+    if not isinstance(raw, dict) or not isinstance(raw.get("value"), (int, float)):
+        return None
+    low, high = raw.get("low"), raw.get("high")
+    return Figure(value=float(raw["value"]), low=float(low) if isinstance(low, (int, float)) else None,
+                  high=float(high) if isinstance(high, (int, float)) else None,
+                  n=raw.get("n") if isinstance(raw.get("n"), int) else None)
+
+
+def figures_of(load: LoadResult) -> dict[str, Figure]:
+    """Every comparable figure of one load run."""
+    summary = load.summary
+    out: dict[str, Figure] = {}
+    metrics = summary.get("metrics") or {}
+    for metric in LATENCIES:
+        for stat in STATS:
+            est = _estimate((metrics.get(metric) or {}).get(stat))
+            if est is not None:
+                out[f"{metric}_{stat}"] = est
+    for key, field in (("throughput", "throughput_tokens_per_s"), ("request_rate", "request_rate_per_s")):
+        if isinstance(summary.get(field), (int, float)):
+            out[key] = Figure(value=float(summary[field]))
+    err = _estimate(summary.get("error_rate"))
+    if err is not None:
+        out["error_rate"] = err
+    good = _estimate((summary.get("goodput") or {}).get("fraction"))
+    if good is not None:
+        out["goodput"] = good
+    return out
+
+
+def load_runs(document: RunDocument) -> dict[str, LoadFigures]:
+    """Every load run of a document, keyed by where it ran (test and label, or position)."""
+    out: dict[str, LoadFigures] = {}
+    for test in document.tests:
+        for index, load in enumerate(test.load):
+            label = getattr(load, "label", None)
+            where = check_id(test.nodeid)
+            if len(test.load) > 1:
+                shown = label if label and label != test.nodeid else f"run {index + 1}"
+                where += f" [{shown}]"
+            limits = getattr(load, "slo_limits", None)
+            out[where] = LoadFigures(where=where, spec=dict(load.spec),
+                                     client_bound=_client_bound(load.selfcheck),
+                                     slo_limits=dict(limits) if isinstance(limits, dict) else {},
+                                     figures=figures_of(load))
+    return out
+
+
+def _client_bound(selfcheck: dict[str, Any]) -> bool:
+    """True when the client limited the run and the team did not accept that (--client-check warn)."""
+    return bool(selfcheck.get("client_bound")) and selfcheck.get("client_check") != "warn"

@@ -1,0 +1,182 @@
+"""A server that stopped: spot a failed connection, confirm it with a probe, and name the cause.
+
+No pytest here. The session asks these functions after a test failed; once a probe confirms
+that the server no longer answers, later failures are that cause's consequences, not findings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pytest_inferaccept.evidence import Exchange
+
+Kind = Literal["exited", "stopped answering"]
+
+# Matched by class name, not by class: the openai SDK may be built on its own copy of httpx,
+# and other clients (aiohttp) have their own classes for the same events. Timeouts are left
+# out on purpose: a slow answer is a finding about the server, not a sign that it is gone.
+CONNECTION_ERRORS = frozenset({
+    "ConnectError", "ConnectTimeout", "ReadError", "WriteError", "RemoteProtocolError",
+    "APIConnectionError", "ClientConnectorError", "ServerDisconnectedError", "ClientOSError",
+})
+PROBE_TIMEOUT = 3.0
+SLOW_PROBE_PAUSE = 10.0
+"""After a probe that timed out (rather than being refused), the next waits this long."""
+
+
+@dataclass(frozen=True)
+class ConnectionFailure:
+    """A request of a failed test whose connection failed: what was asked and what it got."""
+
+    error: str
+    method: str | None = None
+    url: str | None = None
+
+    @property
+    def origin(self) -> str | None:
+        """scheme://host:port of the request, when known."""
+        return origin(self.url) if self.url else None
+
+    def describe(self) -> str:
+        """'POST /v1/chat/completions: ConnectError: ...' (the path only: the server is known)."""
+        if not self.method or not self.url:
+            return self.error
+        parts = urlsplit(self.url)
+        error = self.error if len(self.error) <= 120 else self.error[:119] + "…"
+        return f"{self.method} {parts.path or '/'}: {error}"
+
+
+def origin(url: str) -> str:
+    """scheme://host:port of a URL, without credentials."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{host}"
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    return isinstance(exc, ConnectionError) or type(exc).__name__ in CONNECTION_ERRORS
+
+
+def _request_of(exc: BaseException) -> tuple[str | None, str | None]:
+    try:
+        request: Any = getattr(exc, "request", None)  # httpx raises RuntimeError when it has none
+    except RuntimeError:
+        return None, None
+    if request is None:
+        return None, None
+    return str(getattr(request, "method", "") or "") or None, str(getattr(request, "url", "") or "") or None
+
+
+def connection_failure(exc: BaseException | None,
+                       exchanges: Sequence[Exchange] = ()) -> ConnectionFailure | None:
+    """The failed connection behind a test failure: in the exception's chain, or its last exchange."""
+    seen: set[int] = set()
+    found: ConnectionFailure | None = None
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if _is_connection_error(exc):
+            method, url = _request_of(exc)
+            # The innermost error names what happened on the wire; an outer wrapper may know the request.
+            found = ConnectionFailure(error=f"{type(exc).__name__}: {exc}".strip().rstrip(":"),
+                                      method=method or (found.method if found else None),
+                                      url=url or (found.url if found else None))
+        exc = exc.__cause__ or exc.__context__
+    if found is not None:
+        return found
+    last = exchanges[-1] if exchanges else None
+    if last is not None and last.error and last.error.split(":", 1)[0] in CONNECTION_ERRORS:
+        return ConnectionFailure(error=last.error, method=last.method, url=last.url)
+    return None
+
+
+def answers(root: str, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """None when the server at `root` answers an HTTP request at all (any status); else what was seen."""
+    import httpx
+
+    url = f"{root.rstrip('/')}/health"
+    try:
+        with httpx.Client(timeout=httpx.Timeout(timeout)) as client:
+            client.get(url)
+    except httpx.HTTPError as exc:
+        return f"GET {urlsplit(url).path}: {type(exc).__name__}: {exc}".rstrip(": ")
+    return None
+
+
+@dataclass
+class Cause:
+    """The server under test stopped during the run: the one cause of the failures that followed."""
+
+    kind: Kind
+    server: str
+    """The server's root URL, credentials stripped."""
+    reason: str
+    """How it ended ("exit code 3"), or what the liveness probe saw."""
+    main: bool = True
+    """The server under test itself, not a second (embeddings) server."""
+    during: str | None = None
+    """The test that failed when the server stopped."""
+    after: str | None = None
+    """When it was noticed between tests: the last test that had started."""
+    last_request: str | None = None
+    detail: str = ""
+    """The full story: a launched server's exit with the end of its log."""
+    consequences: list[str] = field(default_factory=list)
+    answered_again_before: str | None = None
+    next_probe: float = 0.0
+
+    @property
+    def who(self) -> str:
+        """'the server', 'the launched server' or 'the server at URL'."""
+        if self.kind == "exited":
+            return "the launched server"
+        return "the server" if self.main else f"the server at {self.server}"
+
+    def headline(self) -> str:
+        """What happened, without the count: 'the server stopped answering during test X (...)'."""
+        what = f"exited ({self.reason})" if self.kind == "exited" else "stopped answering"
+        when = (f"during test {self.during}" if self.during else
+                f"after test {self.after}" if self.after else "before the first test")
+        request = f" (last request: {self.last_request})" if self.last_request else ""
+        return f"{self.who} {what} {when}{request}"
+
+    def sentence(self) -> str:
+        """The verdict's one line for this cause and every failure it explains."""
+        n = len(self.consequences)
+        count = ("no later check failed because of it" if n == 0 else
+                 "the 1 later failure is a consequence" if n == 1 else
+                 f"the {n} later failures are consequences")
+        again = (f"; it answered again before test {self.answered_again_before}"
+                 if self.answered_again_before else "")
+        return f"{self.headline()}; {count}{again}"
+
+    def first_message(self) -> str:
+        """The message of the test that was failing when the server stopped."""
+        if self.kind == "exited":
+            return self.detail
+        request = f" (last request: {self.last_request})" if self.last_request else ""
+        return f"{self.who} stopped answering during this test{request}; a probe found: {self.reason}"
+
+    def consequence_message(self) -> str:
+        """Why a later test failed without running."""
+        if self.kind == "exited":
+            first = self.detail.splitlines()[0] if self.detail else self.reason
+            return f"server under test is gone ({first})"
+        return (f"not run: {self.who} stopped answering "
+                f"{f'during test {self.during}' if self.during else 'earlier'} and still does not "
+                f"answer ({self.reason})")
+
+    def due_for_probe(self) -> bool:
+        """True when the server may be probed again (a probe that timed out is not repeated at once)."""
+        return time.monotonic() >= self.next_probe
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (the results document's `causes[]`)."""
+        return {"kind": self.kind, "server": self.server, "reason": self.reason,
+                "during": self.during, "after": self.after, "last_request": self.last_request,
+                "summary": self.sentence(), "detail": self.detail,
+                "consequences": list(self.consequences),
+                "answered_again_before": self.answered_again_before}

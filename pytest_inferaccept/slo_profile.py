@@ -1,0 +1,127 @@
+"""The team's SLO for load tests without a marker: `--slo KEY=VALUE` entries and `--slo-profile FILE`.
+
+A profile is a JSON (or, on Python 3.11+, TOML) file with the same keys as the `slo` marker,
+either at the top level or under `slo`, with an optional `name` and `description`:
+
+    {"name": "chat-interactive", "slo": {"ttft_p95": 0.5, "tpot_p95": 0.05, "error_rate": 0.01}}
+
+It is validated with pydantic: an unknown key or a value that is not a number stops the run with
+the file name, the key and what is allowed. `--slo` entries override the profile's values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_inferaccept.markers import MarkerError, SloSpec, allowed_slo_keys, parse_slo
+
+
+class SloProfileError(ValueError):
+    """A bad --slo entry or --slo-profile file; the message says where and what is allowed."""
+
+
+def parse_entries(text: str | None) -> dict[str, float | int]:
+    """Parse `KEY=VALUE` entries, one a line or comma separated, into limits."""
+    out: dict[str, float | int] = {}
+    if not text:
+        return out
+    for entry in (e.strip() for line in text.splitlines() for e in line.split(",")):
+        if not entry:
+            continue
+        key, sep, raw = entry.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SloProfileError(f"--slo {entry!r} is not KEY=VALUE (e.g. --slo ttft_p95=0.5)")
+        try:
+            value: float | int = int(raw) if key == "min_samples" else float(raw)
+        except ValueError:
+            raise SloProfileError(f"--slo {key}: {raw.strip()!r} is not a number") from None
+        out[key] = value
+    return out
+
+
+def load_profile(path: Path) -> tuple[str, dict[str, float | int]]:
+    """Read and validate a profile file: (its name, its limits)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SloProfileError(f"--slo-profile {path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        data = _parse(path, text)
+    except ValueError as exc:
+        raise SloProfileError(f"--slo-profile {path}: not valid {_kind(path)}: {exc}") from None
+    return _validate(path, data)
+
+
+def _kind(path: Path) -> str:
+    return "TOML" if path.suffix.lower() == ".toml" else "JSON"
+
+
+def _parse(path: Path, text: str) -> Any:
+    if _kind(path) == "TOML":
+        import importlib
+
+        try:
+            tomllib = importlib.import_module("tomllib")
+        except ModuleNotFoundError:  # Python 3.10
+            raise ValueError("TOML profiles need Python 3.11 or newer; use JSON") from None
+        return tomllib.loads(text)
+    return json.loads(text)
+
+
+def _validate(path: Path, data: Any) -> tuple[str, dict[str, float | int]]:
+    from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+    limits_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        "SloLimits", __config__=ConfigDict(extra="forbid", strict=False),
+        **{key: (int | None if key == "min_samples" else float | None, None) for key in allowed_slo_keys()})
+
+    class Profile(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str | None = None
+        description: str | None = None
+        slo: limits_model  # type: ignore[valid-type]
+
+    if isinstance(data, dict) and "slo" not in data:
+        meta = {k: data[k] for k in ("name", "description") if k in data}
+        data = {**meta, "slo": {k: v for k, v in data.items() if k not in meta}}
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise SloProfileError(_explain(path, exc)) from None
+    given: Any = profile.slo
+    limits = {k: v for k, v in given.model_dump().items() if v is not None}
+    return profile.name or path.stem, limits
+
+
+def _explain(path: Path, exc: Any) -> str:
+    unknown = [".".join(str(p) for p in e["loc"][1:]) or str(e["loc"][0])
+               for e in exc.errors() if e["type"] == "extra_forbidden"]
+    if unknown:
+        return (f"--slo-profile {path}: unknown key(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(allowed_slo_keys())}")
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "the file"
+    return f"--slo-profile {path}: {where}: {first['msg']}"
+
+
+def resolve(entries: str | None, profile: str | None) -> tuple[SloSpec | None, str | None]:
+    """The session's SLO and where it came from (a profile name and/or "--slo"), or (None, None)."""
+    limits: dict[str, float | int] = {}
+    sources: list[str] = []
+    if profile:
+        name, limits = load_profile(Path(profile))
+        sources.append(f"profile {name} ({profile})")
+    given = parse_entries(entries)
+    if given:
+        limits.update(given)
+        sources.append("--slo " + ",".join(f"{k}={v}" for k, v in given.items()))
+    if not limits:
+        return None, None
+    try:
+        spec = parse_slo((), limits)
+    except MarkerError as exc:
+        raise SloProfileError(str(exc).replace("slo got", "--slo/--slo-profile got", 1)) from None
+    return spec, "; ".join(sources)

@@ -1,0 +1,34 @@
+"""Service levels under load: one closed-loop run at --load-concurrency, judged by the team's SLO.
+
+The SLO comes from --slo KEY=VALUE (repeatable) or --slo-profile FILE; without one the run is
+measured and recorded (results JSON, --inferaccept-records), not judged. The load is bounded by
+--load-requests and --load-duration and stops by itself.
+"""
+
+from __future__ import annotations
+
+from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.loadgen import LoadGen
+
+
+def test_service_levels_hold_under_load(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    result = loadgen.run()  # --load-concurrency, --load-requests, --load-duration
+    summary = result.summary
+    inferaccept_evidence.note(
+        f"{summary.counts.measured} requests at concurrency {result.run.spec.get('concurrency')}: "
+        f"TTFT p50 {_ms(result.stat('ttft', 'p50'))}, p95 {_ms(result.stat('ttft', 'p95'))}; "
+        f"TPOT p95 {_ms(result.stat('tpot', 'p95'))}; "
+        f"{summary.throughput_tokens_per_s or 0:.1f} output tokens/s; {summary.counts.failed} failed")
+    ttft = summary.metrics.get("ttft")
+    client_mean = ttft.mean.value if ttft is not None and ttft.mean is not None else None
+    for name, hist in (result.run.server_metrics.get("histograms") or {}).items():
+        if hist.get("role") == "ttft" and hist.get("count"):
+            # The server's own clock starts when it receives the request; the client's at send.
+            inferaccept_evidence.note(f"server-reported TTFT mean {_ms(hist.get('mean'))} ({name}, "
+                                      f"{hist['count']:.0f} requests) beside the client's {_ms(client_mean)}")
+    if loadgen.slo is None:
+        inferaccept_evidence.note("no SLO given (--slo, --slo-profile): measured, not judged")
+
+
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"

@@ -1,0 +1,195 @@
+"""The upgrade gate end to end: runs against fake servers, compared with a baseline run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._processes import fake_process
+
+OURS = '''
+import pytest
+
+from pytest_inferaccept.suites.test_answers import (
+    test_fixed_inputs_are_embedded_and_recorded, test_fixed_prompts_are_answered_and_recorded)
+from pytest_inferaccept.suites.test_metrics import (
+    test_metrics_expose_what_operators_rely_on, test_metrics_is_valid_prometheus_text)
+
+
+@pytest.mark.capability("tools")
+def test_our_booking_tool(http_client, model):
+    r = http_client.post("/v1/chat/completions", json={"model": model, "max_tokens": 8, "messages": [
+        {"role": "user", "content": "book"}], "tools": [{"type": "function", "function": {
+            "name": "book", "parameters": {"type": "object", "properties": {}}}}]})
+    assert r.status_code == 200, r.text
+
+
+def test_chat_traffic(loadgen):
+    loadgen.run(concurrency=8, requests=80)
+'''
+
+
+@dataclass
+class Run:
+    """One inner acceptance run: exit status, terminal output, results document."""
+
+    path: Path
+    ret: int
+    output: str
+    doc: dict[str, Any]
+
+    @property
+    def section(self) -> dict[str, Any]:
+        """The results' baseline section."""
+        section: dict[str, Any] = self.doc["baseline"]
+        return section
+
+
+_fake = fake_process
+
+
+def _run(where: Path, url: str, name: str, *extra: str) -> Run:
+    out = where / f"{name}.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_ours.py",
+                           "--server-url", url, "--embedding-model", "fake-embed",
+                           "--inferaccept-json", str(out), "--client-check", "warn", *extra],
+                          cwd=where, capture_output=True, text=True, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert out.exists(), output
+    return Run(path=out, ret=proc.returncode, output=output, doc=json.loads(out.read_text()))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """A baseline run, a second run of the same clean server, and a run of an upgraded, worse server."""
+    where = tmp_path_factory.mktemp("gate")
+    (where / "test_ours.py").write_text(OURS)
+    # Sleeps of 10 ms between tokens dominate the client's own jitter on a busy machine, so two
+    # clean runs differ by noise only; the upgraded server is slower to the first token. The
+    # runs accept a busy client (--client-check warn): the comparison, not the self-check, is
+    # what these tests are about.
+    clean = _fake(where, "--ttft", "0.05", "--itl", "0.01")
+    worse = _fake(where, "--ttft", "0.2", "--itl", "0.01", "--fault", "no_tools", "--fault",
+                  "metrics_renamed", "--fault", "answers_changed")
+    clean_url, worse_url = next(clean), next(worse)
+    try:
+        base = _run(where, clean_url, "base")
+        again = _run(where, clean_url, "again", "--inferaccept-baseline", str(where / "base.json"))
+        upgraded = _run(where, worse_url, "upgraded", "--inferaccept-baseline", str(where / "base.json"))
+        yield {"base": base, "again": again, "upgraded": upgraded}
+    finally:
+        for gen in (clean, worse):
+            gen.close()
+
+
+def test_the_baseline_run_records_answers_embeddings_and_metric_names(runs: dict[str, Run]) -> None:
+    base = runs["base"]
+    assert base.ret == 0, base.output
+    values = {k: v for t in base.doc["tests"] for k, v in t.get("evidence", {}).get("values", {}).items()}
+    assert len(values["answers"]) == 8 and all(a["text"] for a in values["answers"])
+    assert len(values["embeddings"]) == 7
+    assert "vllm:time_to_first_token_seconds" in values["metric_names"]
+    assert base.doc["baseline"] is None
+
+
+def test_a_second_run_of_the_same_clean_server_is_go_with_no_regression(runs: dict[str, Run]) -> None:
+    again = runs["again"]
+    assert again.ret == 0, again.output
+    section = again.section
+    assert section["status"] == "no regression", section["regressions"]
+    assert section["trusted"] is True
+    assert [c for c in section["changes"] if c["status"] in ("regression", "untrusted")] == []
+    assert section["answers"]["exact_match_rate"] == 1.0
+    assert "changed since the baseline" in again.output and "no regression" in again.output
+
+
+def test_an_upgraded_server_that_got_worse_is_no_go_naming_each_change(runs: dict[str, Run]) -> None:
+    run = runs["upgraded"]
+    assert run.ret == 1, run.output
+    assert run.doc["verdict"]["status"] == "NO-GO"
+    regressions = "\n".join(run.section["regressions"])
+    assert "capability tools lost: supported → unsupported" in regressions
+    assert "ttft p95 of test_ours.py::test_chat_traffic" in regressions and "rose from" in regressions
+    assert "operator metric for ttft disappeared: vllm:time_to_first_token_seconds" in regressions
+    assert "test_metrics_expose_what_operators_rely_on passed before and failed now" in regressions
+    reasons = "\n".join(run.doc["verdict"]["reasons"])
+    assert "since the baseline: capability tools lost" in reasons
+
+
+def test_changed_answers_warn_by_default_with_both_texts_kept(runs: dict[str, Run]) -> None:
+    run = runs["upgraded"]
+    answers = run.section["answers"]
+    assert 0 < answers["exact_match_rate"] < 1
+    changed = answers["changed"]
+    assert changed and all(c["before"] != c["after"] for c in changed)
+    assert any(e["drifted"] for e in answers["embeddings"])
+    assert any("answer" in w and "drifted" in w for w in run.doc["verdict"]["warnings"])
+    assert not any(c["kind"] == "answer" and c["status"] == "regression" for c in run.section["changes"])
+
+
+def test_the_terminal_names_the_changes_with_their_figures(runs: dict[str, Run]) -> None:
+    output = runs["upgraded"].output
+    assert "changed since the baseline" in output
+    assert "WORSE" in output and "capability tools lost" in output
+    assert "VERDICT: NO-GO" in output
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{\"schema\": \"pytest-inferaccept/results/1\", \"verdict\": {", "truncated"),
+    ("not json at all", "not JSON"),
+    ('{"schema": "pytest-inferaccept/results/2"}', "another version"),
+])
+def test_an_unusable_baseline_makes_the_run_invalid_but_keeps_its_results(
+        runs: dict[str, Run], tmp_path: Path, content: str, words: str) -> None:
+    # The clean server is gone once the module's runs are made; the gate's message needs none.
+    bad = tmp_path / "old.json"
+    bad.write_text(content)
+    from pytest_inferaccept.compare.gate import compare_with_baseline
+    from pytest_inferaccept.compare.policy import GateSettings
+
+    gate = GateSettings(baseline_path=bad)
+    section, regressions, _, problem = compare_with_baseline(runs["base"].doc, gate)
+    assert section["status"] == "not compared" and words in section["error"]
+    assert regressions == [] and problem is not None and words in problem
+
+
+def _offline(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_inferaccept.compare", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_offline_comparison_exits_1_on_a_regression_and_prints_it(runs: dict[str, Run]) -> None:
+    result = _offline(str(runs["base"].path), str(runs["upgraded"].path))
+    assert result.returncode == 1, result.stderr
+    assert "WORSE     capability tools lost" in result.stdout
+    assert "ttft p95 of test_ours.py::test_chat_traffic rose from" in result.stdout
+
+
+def test_the_offline_comparison_of_two_clean_runs_exits_0(runs: dict[str, Run]) -> None:
+    result = _offline(str(runs["base"].path), str(runs["again"].path))
+    assert result.returncode == 0, result.stdout
+    assert "no regression" in result.stdout
+
+
+def test_an_unusable_file_exits_2_naming_the_problem(runs: dict[str, Run], tmp_path: Path) -> None:
+    bad = tmp_path / "cut.json"
+    bad.write_text(runs["base"].path.read_text()[:200])
+    result = _offline(str(bad), str(runs["again"].path))
+    assert result.returncode == 2 and "truncated" in result.stderr
+
+
+def test_three_files_give_one_column_per_run_with_differences_flagged(runs: dict[str, Run]) -> None:
+    result = _offline(*(str(runs[n].path) for n in ("base", "again", "upgraded")))
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == ["base.json", "again.json", "upgraded.json"]
+    tools = next(r for r in rows if r.startswith("capability tools"))
+    assert tools.split()[-3:] == ["supported", "supported", "unsupported"]
+    assert any(r.startswith("ttft_p95 test_ours.py::test_chat_traffic") for r in rows)
