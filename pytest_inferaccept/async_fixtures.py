@@ -23,15 +23,10 @@ if TYPE_CHECKING:
 async def async_openai_client(request: pytest.FixtureRequest,
                               inferaccept_server: ServerUnderTest) -> AsyncIterator[openai.AsyncOpenAI]:
     """The official async OpenAI SDK client configured for the server (no retries, plugin timeouts)."""
-    import openai
+    from pytest_inferaccept.http import make_openai_client
 
-    from pytest_inferaccept.http import make_sdk_clients
-
-    s = request.config.stash[SESSION_KEY].settings
-    bounded = make_sdk_clients(request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
-                               max_bytes=s.max_response_bytes, asynchronous=True)
-    client = openai.AsyncOpenAI(base_url=inferaccept_server.api_base, api_key=s.api_key or "none",
-                                timeout=openai.Timeout(s.request_timeout, connect=s.connect_timeout),
-                                max_retries=0, http_client=bounded)
+    settings = request.config.stash[SESSION_KEY].settings
+    client: openai.AsyncOpenAI = make_openai_client(settings, inferaccept_server.api_base,
+                                                    asynchronous=True)
     yield client
     await client.close()

@@ -80,18 +80,10 @@ def embedding_http_client(request: pytest.FixtureRequest,
 def openai_client(request: pytest.FixtureRequest,
                   inferaccept_server: ServerUnderTest) -> Iterator[openai.OpenAI]:
     """The official OpenAI SDK client configured for the server (no retries, plugin timeouts)."""
-    import openai
+    from pytest_inferaccept.http import make_openai_client
 
-    from pytest_inferaccept.http import make_sdk_clients
-
-    s = request.config.stash[SESSION_KEY].settings
-    # The SDK reads through the plugin's bounded transport: a whole-exchange deadline and a
-    # size cap hold for SDK calls as for the raw probes.
-    bounded = make_sdk_clients(request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
-                               max_bytes=s.max_response_bytes, asynchronous=False)
-    client = openai.OpenAI(base_url=inferaccept_server.api_base, api_key=s.api_key or "none",
-                           timeout=openai.Timeout(s.request_timeout, connect=s.connect_timeout),
-                           max_retries=0, http_client=bounded)
+    settings = request.config.stash[SESSION_KEY].settings
+    client: openai.OpenAI = make_openai_client(settings, inferaccept_server.api_base, asynchronous=False)
     yield client
     client.close()
 

@@ -18,6 +18,8 @@ from pytest_inferaccept.evidence import BODY_EXCERPT, Evidence, Exchange, header
 if TYPE_CHECKING:
     import httpx
 
+    from pytest_inferaccept.settings import Settings
+
 EvidenceGetter = Callable[[], "Evidence | None"]
 DEFAULT_MAX_BYTES = 16 * 2**20
 """Largest body (or streamed data) the plugin reads from one answer (--max-response-mb)."""
@@ -28,13 +30,6 @@ def timeout_for(request_timeout: float, connect_timeout: float) -> httpx.Timeout
     import httpx
 
     return httpx.Timeout(request_timeout, connect=connect_timeout)
-
-
-def _errors() -> tuple[type[Exception], type[Exception]]:
-    """The two bound errors, as httpx exception subclasses (httpx loads only when needed)."""
-    from pytest_inferaccept import _bound_errors
-
-    return _bound_errors.AnswerTooSlow, _bound_errors.AnswerTooLarge
 
 
 def bound_finding(exc: BaseException | None) -> str | None:
@@ -87,6 +82,21 @@ def make_sdk_clients(*, request_timeout: float, connect_timeout: float, max_byte
     return hx.Client(timeout=timeout, transport=bounded_transport(request_timeout, max_bytes, None, hx))
 
 
+def make_openai_client(settings: Settings, api_base: str, *, asynchronous: bool) -> Any:
+    """The official SDK client (sync or async) for the server: no retries, the plugin's timeouts,
+    and reads through the plugin's bounded transport, so SDK calls hold the same deadline and
+    size cap as the raw probes."""
+    import openai
+
+    s = settings
+    http_client = make_sdk_clients(request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
+                                   max_bytes=s.max_response_bytes, asynchronous=asynchronous)
+    kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+    return kind(base_url=api_base, api_key=s.api_key or "none",
+                timeout=openai.Timeout(s.request_timeout, connect=s.connect_timeout),
+                max_retries=0, http_client=http_client)
+
+
 def _total_limit(request: httpx.Request, default: float) -> float:
     """The exchange's total deadline: a per-request read timeout overrides the client's."""
     timeout = request.extensions.get("timeout") or {}
@@ -98,6 +108,10 @@ class _Meter:
     """Counts the bytes and watches the clock of one answer; raises the bound errors."""
 
     def __init__(self, response: Any, started: float, limit_s: float, max_bytes: int) -> None:
+        # Looked up once per answer, not per chunk: check() runs on every read of every stream.
+        from pytest_inferaccept._bound_errors import AnswerTooLarge, AnswerTooSlow
+
+        self.slow, self.large = AnswerTooSlow, AnswerTooLarge
         self.deadline = started + limit_s
         self.limit_s = limit_s
         self.max_bytes = max_bytes
@@ -105,14 +119,13 @@ class _Meter:
         self.streamed = "text/event-stream" in response.headers.get("content-type", "")
 
     def check(self, chunk: bytes) -> None:
-        slow, large = _errors()
         self.size += len(chunk)
         if self.size > self.max_bytes:
-            raise large(f"the answer exceeded {_mb(self.max_bytes)} (read {_mb(self.size)}, then "
+            raise self.large(f"the answer exceeded {_mb(self.max_bytes)} (read {_mb(self.size)}, then "
                         "stopped; --max-response-mb sets the limit)")
         if time.monotonic() > self.deadline:
             what = "the stream sent no end" if self.streamed else "the answer was not complete"
-            raise slow(f"{what} in {self.limit_s:g} s ({_mb(self.size)} received; "
+            raise self.slow(f"{what} in {self.limit_s:g} s ({_mb(self.size)} received; "
                        "--request-timeout covers the whole exchange)")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_inferaccept.launcher import ServerProcess, free_port
+from tests._processes import fake_process
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "writing-tests.md"
 BLOCK = re.compile(r"<!-- example: (?P<name>\S+) -->\n```(?P<lang>\w+)\n(?P<body>.*?)```", re.DOTALL)
@@ -61,17 +60,7 @@ def _examples() -> dict[str, tuple[str, str]]:
 @pytest.fixture(scope="module")
 def fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The fake server as its own process: 20 ms to the first token, 2 ms between tokens."""
-    # A server thread inside the test process would share its CPU with the load client.
-    port = free_port()
-    log = tmp_path_factory.mktemp("fake") / "fake.log"
-    proc = ServerProcess([sys.executable, "-m", "pytest_inferaccept.fake", "--port", str(port),
-                          "--ttft", "0.02", "--itl", "0.002"], log_path=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        proc.wait_ready(url, timeout=30, paths=("/health",))
-        yield url
-    finally:
-        proc.stop()
+    yield from fake_process(tmp_path_factory.mktemp("fake"), "--ttft", "0.02", "--itl", "0.002")
 
 
 def test_every_python_example_of_the_guide_is_run_here() -> None:

@@ -10,7 +10,7 @@ intervals from the same sums; means a Student t interval.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -253,6 +253,24 @@ def proportion_estimate(k: int, n: int, confidence: float = 0.95) -> Estimate:
     return Estimate(value=k / n, low=low, high=high, n=n)
 
 
+def _smallest_settling(settles: Callable[[int], bool], start: int, ceiling: int) -> int | None:
+    """The smallest n >= start/2 for which `settles(n)` holds (doubling from `start`, then
+    bisecting), or None past `ceiling`. The condition is monotone up to rank rounding."""
+    n = start
+    while not settles(n):
+        if n > ceiling:
+            return None
+        n *= 2
+    lo, hi = n // 2, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if settles(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def samples_to_settle_quantile(p: float, q: float, confidence: float = 0.95,
                                ceiling: int = 100_000_000) -> int | None:
     """About how many samples put the p-quantile's interval clear of a limit.
@@ -270,19 +288,7 @@ def samples_to_settle_quantile(p: float, q: float, confidence: float = 0.95,
             return upper is not None and upper <= expected_below
         return lower is not None and lower > expected_below
 
-    n = min_sample_size(p, confidence)
-    while not settles(n):
-        if n > ceiling:
-            return None
-        n *= 2
-    lo, hi = n // 2, n  # settles(hi); the condition is monotone up to rank rounding
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if settles(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _smallest_settling(settles, min_sample_size(p, confidence), ceiling)
 
 
 def samples_to_settle_proportion(rate: float, limit: float, confidence: float = 0.95,
@@ -301,19 +307,7 @@ def samples_to_settle_proportion(rate: float, limit: float, confidence: float = 
         k = round(rate * n)
         return binom_cdf(k, n, limit) <= a if rate < limit else binom_sf(k, n, limit) <= a
 
-    n = 1
-    while not settles(n):
-        if n > ceiling:
-            return None
-        n *= 2
-    lo, hi = n // 2, n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if settles(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _smallest_settling(settles, 1, ceiling)
 
 
 def samples_to_settle_mean(mean: float, sd: float, limit: float, confidence: float = 0.95) -> int | None:
