@@ -30,6 +30,7 @@ def header_lines(settings: Settings, scrubber: Scrubber) -> list[str]:
         judge = "point estimate" if load.judge_on_point else "95% interval"
         lines.append(f"inferaccept: SLO: {limits} (from {load.slo_source}; judged on the {judge})")
     else:
-        lines.append("inferaccept: SLO: none given (load tests are measured, not judged)")
+        lines.append("inferaccept: SLO: none given for the run "
+                     "(load tests without an @slo marker are measured, not judged)")
     # A launch command or URL may carry a token (HF_TOKEN=..., --api-key ...): never print it.
     return [scrubber.text(line) for line in lines]
