@@ -76,7 +76,10 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("load_duration", "--load-duration", "SECONDS",
             "longest the bundled load test may measure (default 120)"),
     _Option("load_workers", "--load-workers", "N",
-            "client processes a load run is spread over (default 1)"),
+            "client processes a load run is spread over (default 1); with --load-cluster, Ray actors"),
+    _Option("load_cluster", "--load-cluster", "ADDRESS",
+            "run the load workers as Ray actors: ray://HOST:10001, HOST:PORT, auto ($RAY_ADDRESS or "
+            "a running local cluster) or local (an in-process Ray); needs pytest-inferaccept[ray]"),
     _Option("slo_profile", "--slo-profile", "FILE",
             "the team's SLO for load tests without their own slo marker: a JSON (or TOML) file"),
     _Option("slo_judge", "--slo-judge", "HOW",
@@ -96,6 +99,44 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("answer_drift_threshold", "--answer-drift-threshold", "RATIO",
             "the least similarity (0-1) a changed answer may have to the baseline's (default 0.9)"),
 )
+CAPACITY_OPTIONS: tuple[_Option, ...] = (
+    _Option("ladder", "--ladder", "LIST",
+            "concurrency levels of the capacity ladder (default 1,2,4,8,16,32)"),
+    _Option("step_requests", "--capacity-step-requests", "N",
+            "measured requests per ladder level or sweep step (default 80)"),
+    _Option("step_duration", "--capacity-step-duration", "SECONDS",
+            "the most one ladder level, sweep step or push step may take (default 30)"),
+    _Option("settle", "--ladder-settle", "N",
+            "warm-up rounds per ladder level, excluded from its figures (default 1)"),
+    _Option("capacity_min", "--capacity-min", "N",
+            "the least concurrency that must meet the SLOs for a GO (default: any level is a result)"),
+    _Option("breaker_error_rate", "--breaker-error-rate", "FRACTION",
+            "stop climbing once this share of a step's requests fail (default 0.10)"),
+    _Option("breaker_latency", "--breaker-latency", "SECONDS",
+            "stop climbing once a step's latency p95 exceeds this (default 30)"),
+    _Option("sweep_rates", "--sweep-rates", "LIST",
+            "request rates (req/s) of the open-loop sweep (default: around the ladder's knee, "
+            "else 1,2,4,8)"),
+    _Option("soak_duration", "--soak-duration", "SECONDS",
+            "run the soak for this long (default 0: no soak)"),
+    _Option("soak_fraction", "--soak-fraction", "FRACTION",
+            "soak concurrency as a share of the ladder's knee (default 0.75)"),
+    _Option("soak_concurrency", "--soak-concurrency", "N",
+            "soak at this concurrency instead of a share of the knee"),
+    _Option("drift_tolerance", "--drift-tolerance", "FRACTION",
+            "latency growth over a soak that counts as drift when significant (default 0.10)"),
+    _Option("memory_tolerance", "--memory-tolerance", "FRACTION",
+            "memory growth over a soak that counts when significant (default 0.05)"),
+    _Option("push_max", "--push-max", "N",
+            "the highest concurrency the push to failure tries (default 256)"),
+    _Option("context_window", "--context-window", "TOKENS",
+            "the model's context window, for the prompt-length push (default: what /v1/models says)"),
+    _Option("gpu_telemetry", "--gpu-telemetry", "CMD",
+            "command printing 'index, utilisation percent, memory used MiB, memory total MiB' per GPU "
+            "(default: nvidia-smi when on PATH)"),
+)
+CAPACITY_HELP = ("run the bundled capacity scenarios (ladder, sweep, push, soak with --soak-duration); "
+                 "they take minutes")
 SLO_HELP = ("an SLO limit for load tests without their own slo marker, KEY=VALUE (repeatable: "
             "--slo ttft_p95=0.5 --slo error_rate=0.01); keys as in the slo marker")
 CONDITION_HELP = ("a condition of this run to record with every result, KEY=VALUE (repeatable: "
@@ -110,11 +151,15 @@ TOLERANCE_HELP = ("how far a figure may move before the baseline comparison call
 def add_options(parser: pytest.Parser) -> None:
     """Register every option with an ini twin named inferaccept_<key>."""
     group = parser.getgroup("inferaccept", "inference server acceptance (pytest-inferaccept)")
-    for opt in OPTIONS:
+    for opt in OPTIONS + CAPACITY_OPTIONS:
         group.addoption(opt.flag, dest=f"inferaccept_{opt.key}", metavar=opt.metavar,
                         default=None, help=opt.help)
         parser.addini(f"inferaccept_{opt.key}", f"{opt.help} (ini twin of {opt.flag})",
                       type="string", default=None)
+    group.addoption("--capacity", dest="inferaccept_capacity", action="store_true", default=None,
+                    help=CAPACITY_HELP)
+    parser.addini("inferaccept_capacity", f"{CAPACITY_HELP} (ini twin of --capacity)", type="bool",
+                  default=False)
     # Repeatable, so it cannot share the loop's single-string shape.
     group.addoption("--condition", dest="inferaccept_condition", metavar="KEY=VALUE",
                     action="append", default=None, help=CONDITION_HELP)

@@ -66,6 +66,8 @@ def load_answers_file(path: Path) -> list[AnswerPrompt]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise AnswersFileError(f"--answers-file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise AnswersFileError(f"--answers-file {path}: not UTF-8 text (byte {exc.start})") from None
     prompts: list[AnswerPrompt] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -77,16 +79,27 @@ def load_answers_file(path: Path) -> list[AnswerPrompt]:
             raise AnswersFileError(f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(entry, dict):
             raise AnswersFileError(f"{where}: expected an object with 'prompt' or 'messages'")
-        prompts.append(_prompt_of(entry, where, number))
+        prompts.append(_prompt_of(entry, where))
     ids = [p.id for p in prompts]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise AnswersFileError(f"--answers-file {path}: duplicate ids {', '.join(duplicates)}")
+    # Answers are compared with the baseline's by id: a team id equal to a bundled one would
+    # compare one prompt's answer with another's.
+    taken = sorted({p.id for p in BUNDLED} & set(ids))
+    if taken:
+        raise AnswersFileError(f"--answers-file {path}: ids {', '.join(taken)} are taken by the bundled "
+                               "prompts; give your prompts other ids")
     return prompts
 
 
-def _prompt_of(entry: dict[str, Any], where: str, number: int) -> AnswerPrompt:
-    pid = str(entry.get("id") or f"line-{number}")
+def _prompt_of(entry: dict[str, Any], where: str) -> AnswerPrompt:
+    pid = entry.get("id")
+    if not isinstance(pid, str) or not pid.strip():
+        # No default by line number: one line added above would shift every id, and each answer
+        # would be compared with another prompt's.
+        raise AnswersFileError(f"{where}: give 'id' (a non-empty string): answers are compared with the "
+                               "baseline's by id")
     max_tokens = entry.get("max_tokens", MAX_TOKENS)
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise AnswersFileError(f"{where}: max_tokens must be a whole number >= 1")

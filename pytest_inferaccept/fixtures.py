@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_inferaccept.evidence import Evidence
-from pytest_inferaccept.keys import EVIDENCE_KEY, LOAD_KEY, SESSION_KEY, SLO_KEY
+from pytest_inferaccept.keys import CAPACITY_KEY, EVIDENCE_KEY, LOAD_KEY, SESSION_KEY, SLO_KEY
 from pytest_inferaccept.server import ServerUnderTest
 
 if TYPE_CHECKING:
     import httpx
     import openai
 
+    from pytest_inferaccept.capacity.scenarios import CapacityResult
     from pytest_inferaccept.loadgen import LoadGen, LoadResult
 
 
@@ -102,13 +103,25 @@ def loadgen(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest)
     marker = node.stash.get(SLO_KEY, None)
     kept = node.stash.setdefault(LOAD_KEY, [])
 
+    scenarios = node.stash.setdefault(CAPACITY_KEY, [])
+
     def keep(result: LoadResult) -> None:
         kept.append(result)
         session.load_runs.append((result.label, result.run))
 
+    def keep_capacity(result: CapacityResult) -> None:
+        scenarios.append(result)
+        session.capacity_results.append(result)
+
+    launched = session.processes[0].pid if inferaccept_server.launched and session.processes else None
+    # Only the process that launched the server can restart it (an xdist worker only adopted it).
+    restart = session.restart_chat_server if inferaccept_server.launched and session.processes else None
     return LoadGen(server=inferaccept_server, settings=session.settings,
                    slo=marker or session.settings.load.slo, label=node.nodeid, keep=keep,
-                   bad_input=_evidence(node).mark_invalid, say=session.progress_line)
+                   bad_input=_evidence(node).mark_invalid, say=session.progress_line,
+                   keep_records=lambda label, run: session.load_runs.append((label, run)),
+                   keep_capacity=keep_capacity, launched_pid=launched,
+                   history=session.capacity_results, restart=restart)
 
 
 SERVER_FIXTURES: frozenset[str] = frozenset({

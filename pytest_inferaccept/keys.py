@@ -17,7 +17,10 @@ SLO_KEY = pytest.StashKey[SloSpec | None]()
 ACCEPTANCE_KEY = pytest.StashKey[bool]()
 
 if TYPE_CHECKING:
+    from pytest_inferaccept.capacity.scenarios import CapacityResult
     from pytest_inferaccept.loadgen import LoadResult
 
 LOAD_KEY = pytest.StashKey[list["LoadResult"]]()
 """The load runs a test made through `loadgen` (judged when the test ends)."""
+CAPACITY_KEY = pytest.StashKey[list["CapacityResult"]]()
+"""The capacity scenarios a test ran through `loadgen` (each judged as one scenario)."""

@@ -91,6 +91,14 @@ class ServerProcess:
     def __init__(self, command: str | Sequence[str], *, log_path: Path | None,
                  env: Mapping[str, str] | None = None) -> None:
         self.command = command if isinstance(command, str) else shlex.join(command)
+        self.argv: str | tuple[str, ...] = command if isinstance(command, str) else tuple(command)
+        """The command exactly as given (a shell string or an argv), to start it again the same way."""
+        self.env: dict[str, str] = dict(env or {})
+        """The variables given on top of this process's environment (not the whole environment)."""
+        self.ready_paths: tuple[str, ...] = READY_PATHS
+        """The paths of the last `wait_ready` (the readiness a restart waits for)."""
+        self.ready_timeout: float | None = None
+        """The timeout of the last `wait_ready`, None before the first."""
         self.log_path = log_path
         self._log: BinaryIO | None = None
         if log_path is not None:
@@ -151,6 +159,7 @@ class ServerProcess:
 
         `on_wait` gets what each poll saw while the server is not ready yet (for progress lines).
         """
+        self.ready_paths, self.ready_timeout = tuple(paths), timeout
         deadline = time.monotonic() + timeout
         seen = "nothing yet"
         while True:

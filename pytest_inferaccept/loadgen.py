@@ -18,6 +18,8 @@ from pytest_inferaccept.server import ServerUnderTest
 from pytest_inferaccept.settings import Settings
 
 if TYPE_CHECKING:
+    from pytest_inferaccept.capacity.sampler import Sampler
+    from pytest_inferaccept.capacity.scenarios import CapacityResult
     from pytest_inferaccept.load import LoadRun, LoadSpec, Workload
     from pytest_inferaccept.stats import LoadSummary, SloEvaluation
 
@@ -87,7 +89,11 @@ class LoadGen:
     def __init__(self, *, server: ServerUnderTest, settings: Settings, slo: SloSpec | None,
                  label: str, keep: Callable[[LoadResult], None],
                  bad_input: Callable[[str], None] = lambda _: None,
-                 say: Callable[[str], None] = lambda _: None) -> None:
+                 say: Callable[[str], None] = lambda _: None,
+                 keep_records: Callable[[str, LoadRun], None] = lambda _label, _run: None,
+                 keep_capacity: Callable[[CapacityResult], None] = lambda _: None,
+                 launched_pid: int | None = None, history: list[CapacityResult] | None = None,
+                 restart: Callable[[], dict[str, Any]] | None = None) -> None:
         self.server = server
         self.settings = settings
         self.slo = slo
@@ -95,7 +101,15 @@ class LoadGen:
         self._keep = keep
         self._bad_input = bad_input
         self._say = say
+        self._keep_records = keep_records
+        self._keep_capacity = keep_capacity
+        self._launched_pid = launched_pid
+        self._restart = restart
+        """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
         self.results: list[LoadResult] = []
+        self.capacity: list[CapacityResult] = []
+        self.history: list[CapacityResult] = history if history is not None else self.capacity
+        """Every capacity scenario of the session so far (the sweep and the soak read the ladder's)."""
 
     def spec(self, *, concurrency: int | None = None, rate: float | None = None,
              requests: int | None = None, duration: float | None = None,
@@ -123,7 +137,7 @@ class LoadGen:
             workload=workload, request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
             max_response_bytes=s.max_response_bytes,
             workers=workers if workers is not None else s.load.workers, seed=seed,
-            extra_body=extra_body)
+            extra_body=extra_body, cluster=s.load.cluster)
 
     def _checked_spec(self, kwargs: dict[str, Any]) -> LoadSpec:
         """The spec, or a clear stop before anything is sent when the workload or options are bad."""
@@ -166,24 +180,288 @@ class LoadGen:
         self._say(f"inferaccept: load {self.label}: {shape}, {bounds}, {spec.warmup} warm-up, "
                   f"{spec.workers} worker(s); stops by itself within {spec.hard_seconds():.0f} s")
 
-    def _finish(self, run: LoadRun) -> LoadResult:
+    def _result(self, run: LoadRun, label: str) -> LoadResult:
+        """The run's statistics, its SLO evaluation and the client's account of itself."""
         from pytest_inferaccept.stats import bottleneck_reasons, evaluate, summarize
 
         run.selfcheck = client_check(run)
         summary = summarize(run.records, run.window, slo=self.slo)
         evaluation = (evaluate(summary, self.slo, point_estimate=self.settings.load.judge_on_point)
                       if self.slo is not None else None)
+        return LoadResult(label=label, run=run, summary=summary, slo=self.slo, evaluation=evaluation,
+                          client_bound=bottleneck_reasons(run.selfcheck),
+                          client_check=self.settings.load.client_check)
+
+    def _finish(self, run: LoadRun) -> LoadResult:
         label = self.label if not self.results else f"{self.label}#{len(self.results) + 1}"
-        result = LoadResult(label=label, run=run, summary=summary, slo=self.slo, evaluation=evaluation,
-                            client_bound=bottleneck_reasons(run.selfcheck),
-                            client_check=self.settings.load.client_check)
+        result = self._result(run, label)
         self.results.append(result)
         self._keep(result)
         p95 = result.stat("ttft", "p95")
+        summary = result.summary
         self._say(f"inferaccept: load {label}: {summary.counts.measured} measured, {summary.counts.failed} "
                   f"failed, TTFT p95 {'n/a' if p95 is None else f'{p95 * 1000:.0f} ms'}, "
                   f"{summary.throughput_tokens_per_s or 0:.1f} output tokens/s ({run.stopped_by})")
         return result
+
+
+    # -- capacity scenarios: many bounded steps, judged as one scenario, not as separate runs --
+
+    def measure(self, tag: str, **kwargs: Any) -> LoadResult:
+        """One step of a capacity scenario: run and summarize it, keep its records, judge nothing."""
+        from pytest_inferaccept.load import LoadInterrupted, run_load
+
+        label = f"{self.label}[{tag}]"
+        spec = self._checked_spec(kwargs)
+        try:
+            run = run_load(spec)
+        except LoadInterrupted as stopped:
+            self._keep_records(label, stopped.run)  # what was measured is kept
+            raise
+        self._keep_records(label, run)
+        return self._result(run, label)
+
+    def sampler(self, interval: float = 1.0) -> Sampler:
+        """Telemetry beside a scenario: /metrics gauges, the launched process's memory, GPUs."""
+        from pytest_inferaccept.capacity.sampler import Sampler
+
+        return Sampler(base_url=self.server.base_url, api_key=self.settings.api_key, interval=interval,
+                       pid=self._launched_pid, gpu_command=self.settings.capacity.gpu_telemetry)
+
+    def alive(self, timeout: float | None = None) -> tuple[bool, str]:
+        """Does the server answer a one-token chat request within `timeout` (default: the request timeout)?"""
+        from pytest_inferaccept.http import make_client
+
+        s = self.settings
+        limit = timeout or s.request_timeout
+        body = {"model": self.server.model, "max_tokens": 1,
+                "messages": [{"role": "user", "content": "Say OK."}]}
+        try:
+            with make_client(self.server.base_url, api_key=s.api_key, request_timeout=limit,
+                             connect_timeout=s.connect_timeout, evidence=lambda: None,
+                             max_bytes=s.max_response_bytes) as client:
+                resp = client.post("/v1/chat/completions", json=body)
+        except Exception as exc:
+            return False, f"{type(exc).__name__}: {str(exc)[:200]}"
+        if resp.status_code != 200:
+            return False, f"HTTP {resp.status_code}"
+        return True, f"HTTP 200 in {resp.elapsed.total_seconds():.2f} s"
+
+    def record(self, result: CapacityResult) -> CapacityResult:
+        self.capacity.append(result)
+        self._keep_capacity(result)
+        self._say(f"inferaccept: {result.kind} {self.label}: {result.status.upper()}: {result.headline}")
+        return result
+
+    def ladder(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
+               duration: float | None = None, settle: int | None = None, min_concurrency: int | None = None,
+               workload: str | Path | Workload | None = None) -> CapacityResult:
+        """Closed loop at each concurrency level until the breaker: knee and highest SLO-compliant level."""
+        from pytest_inferaccept.capacity import scenarios
+
+        cap = self.settings.capacity
+        return self.record(scenarios.ladder(
+            self.measure, self.sampler(), levels=tuple(levels or cap.ladder),
+            requests=requests or cap.step_requests, duration=duration or cap.step_duration,
+            settle=cap.settle if settle is None else settle, slo=self.slo,
+            breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
+            min_level=min_concurrency or cap.min_concurrency, label=self.label, workload=workload,
+            say=self._say))
+
+    def sweep(self, rates: list[float] | tuple[float, ...] | None = None, *, requests: int | None = None,
+              duration: float | None = None, min_rate: float | None = None,
+              workload: str | Path | Workload | None = None) -> CapacityResult:
+        """Open loop (Poisson) at each rate: the highest rate meeting the SLOs, achieved vs asked rates."""
+        from pytest_inferaccept.capacity import scenarios
+
+        cap = self.settings.capacity
+        chosen = tuple(rates or cap.sweep_rates or (1.0, 2.0, 4.0, 8.0))
+        return self.record(scenarios.sweep(
+            self.measure, self.sampler(), rates=chosen, requests=requests or cap.step_requests,
+            duration=duration or cap.step_duration, slo=self.slo, breaker_errors=cap.breaker_error_rate,
+            breaker_latency_s=cap.breaker_latency, min_rate=min_rate, label=self.label, workload=workload,
+            say=self._say))
+
+    def soak(self, *, concurrency: int, duration: float, basis: str = "as asked",
+             workload: str | Path | Workload | None = None) -> CapacityResult:
+        """A long run at one concurrency: latency drift, memory growth, error onset."""
+        from pytest_inferaccept.capacity import scenarios
+
+        cap = self.settings.capacity
+        return self.record(scenarios.soak(
+            self.measure, self.sampler(), concurrency=concurrency, duration=duration, slo=self.slo,
+            drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance, alpha=0.01,
+            label=self.label, workload=workload, basis=basis, say=self._say))
+
+    def push(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
+             duration: float | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
+        """Raise concurrency until errors or latency cross the breaker; graceful shedding or a fall?"""
+        from pytest_inferaccept.capacity import scenarios
+
+        cap = self.settings.capacity
+        chosen = tuple(levels or _doubling(max(cap.ladder), cap.push_max))
+        return self.record(scenarios.push(
+            self.measure, self.alive, levels=chosen, requests=requests or 40,
+            duration=duration or cap.step_duration, breaker_errors=cap.breaker_error_rate,
+            breaker_latency_s=cap.breaker_latency, request_timeout=self.settings.request_timeout,
+            label=self.label, workload=workload, say=self._say))
+
+    def push_length(self, lengths: list[int] | tuple[int, ...] | None = None, *,
+                    requests: int = 3) -> CapacityResult:
+        """Prompts of growing length past the context window: refused cleanly, or not?"""
+        from pytest_inferaccept.capacity import scenarios
+
+        window = self.settings.capacity.context_window or context_window(self.server.version_info)
+        top = int(window * 1.5) if window else 8192
+        chosen = tuple(lengths or _doubling(128, top, include_top=True))
+        return self.record(scenarios.push_length(
+            self.measure, self.alive, lengths=chosen, context_window=window, requests=requests,
+            duration=self.settings.capacity.step_duration, request_timeout=self.settings.request_timeout,
+            label=self.label, say=self._say))
+
+    def lengths(self, *, input_buckets: list[str] | tuple[str, ...] | None = None,
+                output_buckets: list[str] | tuple[str, ...] | None = None, requests: int = 16,
+                concurrency: int = 2, duration: float | None = None) -> CapacityResult:
+        """Latency per input and per output length bucket (short … very long, within the context window)."""
+        from pytest_inferaccept.capacity import workload_effects as effects
+
+        window = self.settings.capacity.context_window or context_window(self.server.version_info)
+        return self.record(effects.lengths(
+            self.measure, self.sampler(), context_window=window,
+            input_buckets=tuple(input_buckets or ("short", "medium", "long", "very_long")),
+            output_buckets=tuple(output_buckets or ("short", "medium", "long")), requests=requests,
+            concurrency=concurrency, duration=duration or self.settings.capacity.step_duration,
+            label=self.label, say=self._say))
+
+    def interference(self, *, concurrency: int = 4, requests: int = 32, long_tokens: int | None = None,
+                     long_share: float = 0.25, short_tokens: int = 64, threshold: float = 2.0,
+                     max_ratio: float | None = None, duration: float | None = None) -> CapacityResult:
+        """Short prompts' TTFT alone vs mixed with long prompts; fails only past `max_ratio` (p95)."""
+        from pytest_inferaccept.capacity import workload_effects as effects
+
+        window = self.settings.capacity.context_window or context_window(self.server.version_info)
+        usable = effects.usable_input(window, 32)
+        return self.record(effects.interference(
+            self.measure, self.sampler(), concurrency=concurrency, requests=requests,
+            duration=duration or self.settings.capacity.step_duration, short_tokens=short_tokens,
+            long_tokens=long_tokens or (min(4096, usable) if usable else 1536), long_share=long_share,
+            output_tokens=32, threshold=threshold, max_ratio=max_ratio, label=self.label, say=self._say))
+
+    def prefix_cache(self, *, prefix_tokens: int | None = None, requests: int = 24, concurrency: int = 2,
+                     duration: float | None = None) -> CapacityResult:
+        """TTFT with one shared long prefix vs unique prompts, beside the server's prefix-cache counters."""
+        from pytest_inferaccept.capacity import workload_effects as effects
+
+        window = self.settings.capacity.context_window or context_window(self.server.version_info)
+        usable = effects.usable_input(window, 16)
+        return self.record(effects.prefix_cache(
+            self.measure, self.sampler(), concurrency=concurrency, requests=requests,
+            duration=duration or self.settings.capacity.step_duration,
+            prefix_tokens=prefix_tokens or (max(128, min(2048, usable - 64)) if usable else 1024),
+            suffix_tokens=64, output_tokens=16, label=self.label, say=self._say))
+
+    def multi_turn(self, *, conversations: int = 8, turns: int = 6, concurrency: int = 8,
+                   user_tokens: int = 96, answer_tokens: int = 64,
+                   duration: float | None = None) -> CapacityResult:
+        """Conversations resending their history each turn: TTFT per turn index."""
+        from pytest_inferaccept.capacity import workload_effects as effects
+
+        window = self.settings.capacity.context_window or context_window(self.server.version_info)
+        return self.record(effects.multi_turn(
+            self.measure, self.sampler(), conversations=conversations, turns=turns, concurrency=concurrency,
+            user_tokens=user_tokens, answer_tokens=answer_tokens, context_window=window,
+            duration=duration or self.settings.capacity.step_duration, label=self.label, say=self._say))
+
+
+    def _last_ladder(self) -> CapacityResult | None:
+        return next((r for r in reversed(self.history) if r.kind == "ladder" and r.steps), None)
+
+    def rates_around_knee(self) -> tuple[tuple[float, ...], str]:
+        """Sweep rates around the last ladder's knee (its request rate × 0.25 … 1.25), and why."""
+        cap = self.settings.capacity
+        if cap.sweep_rates:
+            return cap.sweep_rates, "--sweep-rates"
+        ladder = self._last_ladder()
+        if ladder is not None:
+            level = ladder.findings["knee"]["level"] or ladder.steps[-1]["level"]
+            row = next(r for r in ladder.steps if r["level"] == level)
+            rate = row.get("request_rate_per_s")
+            if rate:
+                rates = tuple(sorted({round(rate * f, 2) for f in (0.25, 0.5, 0.75, 1.0, 1.25)} - {0.0}))
+                where = "knee" if ladder.findings["knee"]["level"] else "top level (no knee)"
+                return rates, f"around the ladder's {where}: {rate:.2f} requests/s at c={level:g}"
+        return (1.0, 2.0, 4.0, 8.0), "default rates (no ladder ran before the sweep)"
+
+    def soak_level(self) -> tuple[int, str]:
+        """The soak's concurrency and where it came from (--soak-concurrency, else a share of the knee)."""
+        cap = self.settings.capacity
+        if cap.soak_concurrency:
+            return cap.soak_concurrency, "--soak-concurrency"
+        ladder = self._last_ladder()
+        if ladder is not None:
+            knee = ladder.findings["knee"]["level"]
+            if knee:
+                c = max(1, round(cap.soak_fraction * knee))
+                return c, f"{cap.soak_fraction:g} × the ladder's knee at c={knee:g}"
+            best = ladder.findings.get("max_slo_level")
+            if best:
+                c = max(1, round(cap.soak_fraction * best))
+                return c, f"{cap.soak_fraction:g} × the highest SLO-compliant level c={best:g} (no knee)"
+        return self.settings.load.concurrency, "--load-concurrency (no ladder knee known)"
+
+    def recovery(self, concurrency: int | None = None, duration: float = 20.0,
+                 kill_after: float = 3.0) -> CapacityResult:
+        """Kill the launched server `kill_after` s into a load and restart it: time to ready, requests lost.
+
+        Skips the test when the plugin did not launch the server (--server-cmd or --server-preset).
+        """
+        if self._restart is None:
+            import pytest
+
+            pytest.skip(RECOVERY_NEEDS_LAUNCH)
+        from pytest_inferaccept.capacity.recovery import recovery
+
+        return self.record(recovery(
+            self.measure, self.alive, self._restart,
+            concurrency=concurrency or self.settings.load.concurrency, duration=duration,
+            kill_after=kill_after, request_timeout=self.settings.request_timeout, label=self.label,
+            say=self._say))
+
+
+RECOVERY_NEEDS_LAUNCH = ("failure recovery needs a server the plugin launched "
+                         "(--server-cmd or --server-preset)")
+"""Why `loadgen.recovery()` skips against a server the plugin did not start."""
+
+
+def _doubling(start: int, top: int, *, include_top: bool = False) -> list[int]:
+    """start, 2*start, 4*start, ... up to top (and top itself when asked)."""
+    out = []
+    level = max(1, start)
+    while level <= top:
+        out.append(level)
+        level *= 2
+    if include_top and (not out or out[-1] != top):
+        out.append(top)
+    return out
+
+
+def context_window(info: Any) -> int | None:
+    """The context window a server reports about itself (vLLM max_model_len, llama.cpp n_ctx)."""
+    if isinstance(info, dict):
+        for key in ("max_model_len", "n_ctx", "max_input_tokens", "context_length"):
+            value = info.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+        for value in info.values():
+            found = context_window(value)
+            if found:
+                return found
+    if isinstance(info, list):
+        for value in info:
+            found = context_window(value)
+            if found:
+                return found
+    return None
 
 
 def client_check(run: LoadRun) -> dict[str, Any]:
@@ -208,6 +486,9 @@ def client_check(run: LoadRun) -> dict[str, Any]:
             return None
         return {"p50": entry.get("p50"), "p99": entry.get("p99"), "max": entry.get("max")}
 
+    # Ray actors (--load-cluster): which node each worker ran on, and whether it died mid-run.
+    actors = {a.get("worker"): a for a in (raw.get("cluster") or {}).get("workers") or []}
+
     def load_of(entry: dict[str, Any], records: list[Any], asked: Any) -> dict[str, Any]:
         achieved = entry.get("achieved_concurrency")
         if mode == "closed" and isinstance(asked, (int, float)):
@@ -222,14 +503,17 @@ def client_check(run: LoadRun) -> dict[str, Any]:
                 "achieved_rate": entry.get("achieved_rate"),
                 "schedule_lag_s": lag(entry.get("schedule_lag")), "loop_lag_s": lag(entry.get("loop_lag")),
                 "cpu_s": entry.get("cpu_seconds"), "wall_s": entry.get("wall_seconds"),
-                "cpu_utilisation": entry.get("cpu_utilisation")}
+                "cpu_utilisation": entry.get("cpu_utilisation"),
+                "node": actors.get(entry.get("worker"), {}).get("node"),
+                "died": actors.get(entry.get("worker"), {}).get("died")}
 
     total_raw = dict(raw.get("total") or {})
     total = load_of(total_raw, run.records, total_raw.get("asked_concurrency"))
     total["worker"] = None
     workers = [load_of(w, [r for r in run.records if r.worker == w.get("worker")], w.get("asked_concurrency"))
                for w in engine_workers]
-    return {"mode": mode, "total": total, "workers": workers if len(workers) > 1 else [], "engine": raw}
+    listed = len(workers) > 1 or any(w["died"] for w in workers)
+    return {"mode": mode, "total": total, "workers": workers if listed else [], "engine": raw}
 
 
 class SloJudgement(AssertionError):

@@ -30,6 +30,7 @@ from pytest_inferaccept.fixtures import (  # noqa: F401 - registers the fixtures
 from pytest_inferaccept.keys import (
     ACCEPTANCE_KEY,
     CAPABILITY_KEY,
+    CAPACITY_KEY,
     EVIDENCE_KEY,
     LOAD_KEY,
     SESSION_KEY,
@@ -188,7 +189,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     marker = item.stash.get(SLO_KEY, None)
     slo = marker or item.config.stash[SESSION_KEY].settings.load.slo
     load = item.config.stash[SESSION_KEY].settings.load
-    verdict = judge(item.stash.get(LOAD_KEY, []), slo, from_marker=marker is not None,
+    scenarios = item.stash.get(CAPACITY_KEY, [])
+    _judge_capacity(item, scenarios)
+    verdict = judge(item.stash.get(LOAD_KEY, []), slo, from_marker=marker is not None and not scenarios,
                     client_check=load.client_check)
     for warning in verdict.warnings:
         item.stash[EVIDENCE_KEY].warn(warning)
@@ -197,6 +200,21 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         raise SloJudgement(f"INVALID: {verdict.title}", verdict.lines)
     if verdict.status == "fail":
         raise SloJudgement(verdict.title, verdict.lines)
+
+
+def _judge_capacity(item: pytest.Item, scenarios: list[Any]) -> None:
+    """A failing capacity scenario fails the test; one that could not judge makes it INVALID."""
+    from pytest_inferaccept.loadgen import SloJudgement
+
+    invalid = [s for s in scenarios if s.status == "invalid"]
+    failed = [s for s in scenarios if s.status == "fail"]
+    if invalid:
+        lines = tuple(f"{s.kind}: {r}" for s in invalid for r in s.reasons)
+        item.stash[EVIDENCE_KEY].mark_invalid("; ".join(lines))
+        raise SloJudgement("INVALID: the capacity scenario could not judge the server", lines)
+    if failed:
+        raise SloJudgement("capacity scenario failed",
+                           tuple(f"{s.kind}: {r}" for s in failed for r in s.reasons))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -226,6 +244,9 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
         runs = item.stash.get(LOAD_KEY, [])
         if runs:
             payload["load"] = [r.to_json() for r in runs]
+        scenarios = item.stash.get(CAPACITY_KEY, [])
+        if scenarios:
+            payload["capacity"] = [s.to_json() for s in scenarios]
         if call.excinfo is not None and report.outcome == "failed":
             from pytest_inferaccept.http import bound_finding
             from pytest_inferaccept.loadgen import LoadInputError, SloJudgement

@@ -5,6 +5,9 @@ No pytest here; the plugin's hooks hand off to this object.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +55,8 @@ class AcceptanceSession:
         """Tests outside the acceptance verdict that failed or errored, and collection errors."""
         self.exit_status: int | None = None
         self.load_runs: list[tuple[str, Any]] = []
+        self.capacity_results: list[Any] = []
+        """Every capacity scenario of the session, in order (a soak reads the ladder's knee)."""
         """(test id, LoadRun) of every load run, for --inferaccept-records."""
         self._server: ServerUnderTest | None = None
         self._failure: str | None = None
@@ -63,6 +68,8 @@ class AcceptanceSession:
         self.death: str | None = None
         self.causes: list[Cause] = []
         """Every time the server stopped during the run, with the failures it explains."""
+        self.killed_on_purpose: list[ServerProcess] = []
+        """Processes `restart_chat_server` killed: their exit is no outage (see `_exited`)."""
         self.caused_by: dict[str, tuple[int, str]] = {}
         """Test id -> (index in causes, the message that explains its failure)."""
         self._last_test: str | None = None
@@ -234,7 +241,7 @@ class AcceptanceSession:
     def check_alive(self) -> str | None:
         """None while every launched process runs; else a message (full the first time)."""
         for proc in self.processes:
-            if proc.returncode is not None:
+            if proc.returncode is not None and proc not in self.killed_on_purpose:
                 if self.death is None:
                     self.death = self.scrubber.text(proc.death_message())
                     return self.death
@@ -319,7 +326,8 @@ class AcceptanceSession:
         """A new cause when a launched process has exited (once: a process does not come back)."""
         if any(c.kind == "exited" for c in self.causes):
             return None
-        proc = next((p for p in self.processes if p.returncode is not None), None)
+        proc = next((p for p in self.processes
+                     if p.returncode is not None and p not in self.killed_on_purpose), None)
         if proc is None or proc.returncode is None:
             return None
         self.check_alive()  # keeps the full death message, log tail included, in self.death
@@ -365,6 +373,62 @@ class AcceptanceSession:
         self.signals.uninstall()
         for failure in failures:
             self.log(f"inferaccept: {failure}")
+
+    def restart_chat_server(self) -> dict[str, Any]:
+        """Kill the launched chat server on purpose (SIGKILL to its process group) and start it again.
+
+        The same command starts on the same port with the same environment, its output appended
+        to the same log, and the session waits for it as it did at launch (same readiness paths
+        and timeout). The new process takes the old one's place in `processes`, so the session
+        stops it at the end; the kill is no outage cause. Times are `time.monotonic()` readings:
+        `killed_at`, `ready_at` (None when not ready again), `ready_s` (kill to ready),
+        `pid_killed`, `pid` (the new process, None when none started) and `error` (None, or why
+        it is not ready again: then nothing of it is left running, and the failure to come back
+        is recorded as the cause of what fails after it).
+        """
+        server = self._server
+        if server is None or not server.launched or not self.processes:
+            raise RuntimeError("no launched chat server to restart: the plugin did not start it")
+        old = self.processes[0]
+        if old.returncode is not None:  # a crash of its own is an outage, not something to restart
+            raise RuntimeError(f"the chat server is not running: {old.death_message().splitlines()[0]}")
+        base = server.base_url
+        timeout = old.ready_timeout if old.ready_timeout is not None else self.settings.ready_timeout
+        out: dict[str, Any] = {"pid_killed": old.pid, "pid": None, "killed_at": None, "ready_at": None,
+                               "ready_s": None, "error": None}
+        self.killed_on_purpose.append(old)
+        self.log(f"inferaccept: killing the chat server (pid {old.pid}) on purpose (failure recovery)")
+        out["killed_at"] = time.monotonic()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(old.pid, signal.SIGKILL)
+        old.stop(grace=5.0)  # reaps it, waits for the group to be empty, closes its log
+        if old.log_path is not None:
+            with contextlib.suppress(OSError), open(old.log_path, "ab") as log:
+                log.write(b"\n--- inferaccept: killed on purpose (failure recovery); starting it again ---\n")
+        new: ServerProcess | None = None
+        try:
+            new = ServerProcess(old.argv, log_path=old.log_path, env=old.env)
+            self.processes[0] = new
+            out["pid"] = new.pid
+            self.log(f"inferaccept: restarted chat server (pid {new.pid}) with the same command, "
+                     f"log {old.log_path}")
+            new.wait_ready(base, timeout=timeout, paths=old.ready_paths)
+        except (LaunchError, OSError) as exc:
+            if new is not None:
+                new.stop(grace=5.0)  # never leave a half-started server behind
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            out["error"] = self.scrubber.text(
+                f"the chat server was not ready again after a deliberate restart: {first}")
+            self.log(f"inferaccept: {out['error']}")
+            self._add_cause(Cause(kind="exited", server=origin(base),
+                                  reason="not ready again after the failure-recovery restart",
+                                  during=self._last_test,
+                                  detail=self.scrubber.text(f"{out['error']}\n{exc}")))
+            return out
+        out["ready_at"] = time.monotonic()
+        out["ready_s"] = out["ready_at"] - out["killed_at"]
+        self.log(f"inferaccept: chat server ready again at {base}, {out['ready_s']:.1f}s after the kill")
+        return out
 
     # --- capabilities -----------------------------------------------------------------------
 

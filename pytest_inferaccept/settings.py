@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pytest_inferaccept.capabilities import DEFAULT_REQUIRED, parse_capability_list
+from pytest_inferaccept.capacity.settings import CapacitySettings, CapacitySettingsError, resolve_capacity
 from pytest_inferaccept.compare.policy import GateSettings, PolicyError, parse_gate
 from pytest_inferaccept.markers import SloSpec
 from pytest_inferaccept.robustness import config as robustness_config
@@ -51,11 +52,14 @@ class LoadSettings:
     records_path: Path | None = None
     client_check: str = "strict"
     """strict: a run the client limited is INVALID; warn: it is judged, with a warning."""
+    cluster: str | None = None
+    """Ray cluster the workers run on as actors (--load-cluster); None: this machine."""
 
     def describe(self) -> dict[str, object]:
         """JSON-ready form."""
         return {"concurrency": self.concurrency, "requests": self.requests, "duration": self.duration,
-                "workers": self.workers, "slo": self.slo.to_json() if self.slo else None,
+                "workers": self.workers, "cluster": self.cluster,
+                "slo": self.slo.to_json() if self.slo else None,
                 "slo_source": self.slo_source,
                 "slo_judge": "point" if self.judge_on_point else "interval",
                 "records_path": str(self.records_path) if self.records_path else None,
@@ -88,6 +92,8 @@ class Settings:
     """Conditions the team declared (--condition KEY=VALUE), in the order given."""
     gate: GateSettings = field(default_factory=GateSettings)
     """The upgrade gate: the baseline to compare with and how strictly (--inferaccept-baseline)."""
+    capacity: CapacitySettings = field(default_factory=CapacitySettings)
+    """The capacity scenarios: ladder, sweep, soak, push (--capacity, --ladder, --soak-duration, ...)."""
 
     @property
     def targets_server(self) -> bool:
@@ -110,6 +116,7 @@ class Settings:
             "connect_timeout": self.connect_timeout,
             "max_response_mb": self.max_response_bytes / 2**20,
             "load": self.load.describe(),
+            "capacity": self.capacity.describe(),
         }
 
 
@@ -212,7 +219,15 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         conditions=parse_conditions(lookup("condition")),
         load=_load_settings(lookup),
         gate=_gate_settings(lookup),
+        capacity=_capacity_settings(lookup),
     )
+
+
+def _capacity_settings(lookup: Lookup) -> CapacitySettings:
+    try:
+        return resolve_capacity(lookup, enabled=(lookup("capacity") or "").lower() in ("1", "true", "yes"))
+    except CapacitySettingsError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _gate_settings(lookup: Lookup) -> GateSettings:
@@ -299,4 +314,24 @@ def _load_settings(lookup: Lookup) -> LoadSettings:
         duration=_positive_float("--load-duration", duration_raw) if duration_raw else 120.0,
         workers=_positive_int("--load-workers", lookup("load_workers") or "1"),
         slo=slo, slo_source=source, judge_on_point=judge == "point",
-        records_path=Path(records) if records else None, client_check=client_check)
+        records_path=Path(records) if records else None, client_check=client_check,
+        cluster=_cluster(lookup("load_cluster")))
+
+
+_RAY_ADDRESS = re.compile(r"(ray://)?[A-Za-z0-9_.-]+:\d{1,5}")
+
+
+def _cluster(raw: str | None) -> str | None:
+    """--load-cluster: a Ray address, auto or local; Ray itself must be installed (not imported here)."""
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    if value not in ("auto", "local") and not _RAY_ADDRESS.fullmatch(value):
+        raise SettingsError(f"--load-cluster {raw!r} is not a Ray address; allowed: ray://HOST:PORT "
+                            "(Ray Client, port 10001 by default), HOST:PORT (the head's GCS), auto, local")
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise SettingsError("--load-cluster needs Ray, which is not installed: "
+                            "pip install 'pytest-inferaccept[ray]'")
+    return value

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from tests._processes import fake_process
 OURS = '''
 import pytest
 
+from pytest_inferaccept.load import Fixed, SyntheticWorkload
 from pytest_inferaccept.suites.test_answers import (
     test_fixed_inputs_are_embedded_and_recorded, test_fixed_prompts_are_answered_and_recorded)
 from pytest_inferaccept.suites.test_metrics import (
@@ -32,7 +32,9 @@ def test_our_booking_tool(http_client, model):
 
 
 def test_chat_traffic(loadgen):
-    loadgen.run(concurrency=8, requests=80)
+    # 80 requests: the fewest that give a p95 its interval; 8 tokens each: time to the first
+    # token is what the upgrade changed
+    loadgen.run(concurrency=8, requests=80, workload=SyntheticWorkload(output=Fixed(8)))
 '''
 
 
@@ -52,41 +54,55 @@ class Run:
         return section
 
 
-_fake = fake_process
+_RUNS: dict[str, Run] = {}
+"""The module's three runs, made once by the first test that asks (see `runs`)."""
 
 
-def _run(where: Path, url: str, name: str, *extra: str) -> Run:
+def _run(pytester: pytest.Pytester, where: Path, url: str, name: str, *extra: str) -> Run:
     out = where / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_ours.py",
-                           "--server-url", url, "--embedding-model", "fake-embed",
-                           "--inferaccept-json", str(out), "--client-check", "warn", *extra],
-                          cwd=where, capture_output=True, text=True, timeout=120)
-    output = proc.stdout + proc.stderr
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", "test_ours.py", "--server-url", url,
+                                          "--embedding-model", "fake-embed", "--inferaccept-json", str(out),
+                                          "--client-check", "warn", *extra)
+    output = str(result.stdout) + str(result.stderr)
     assert out.exists(), output
-    return Run(path=out, ret=proc.returncode, output=output, doc=json.loads(out.read_text()))
+    return Run(path=out, ret=int(result.ret), output=output, doc=json.loads(out.read_text()))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
-    """A baseline run, a second run of the same clean server, and a run of an upgraded, worse server."""
-    where = tmp_path_factory.mktemp("gate")
-    (where / "test_ours.py").write_text(OURS)
+def _make_runs(pytester: pytest.Pytester) -> dict[str, Run]:
+    # Every file in the run's own directory, as in a user's project: a path argument elsewhere
+    # (the baseline's) would move pytest's rootdir and with it the node ids being compared.
+    where = pytester.path
+    pytester.makepyfile(test_ours=OURS)
     # Sleeps of 10 ms between tokens dominate the client's own jitter on a busy machine, so two
     # clean runs differ by noise only; the upgraded server is slower to the first token. The
     # runs accept a busy client (--client-check warn): the comparison, not the self-check, is
-    # what these tests are about.
-    clean = _fake(where, "--ttft", "0.05", "--itl", "0.01")
-    worse = _fake(where, "--ttft", "0.2", "--itl", "0.01", "--fault", "no_tools", "--fault",
-                  "metrics_renamed", "--fault", "answers_changed")
+    # what these tests are about. The servers are processes of their own, so the in-process
+    # runs' client does not share its interpreter with them.
+    clean = fake_process(where, "--ttft", "0.05", "--itl", "0.01")
+    worse = fake_process(where, "--ttft", "0.2", "--itl", "0.01", "--fault", "no_tools", "--fault",
+                         "metrics_renamed", "--fault", "answers_changed")
     clean_url, worse_url = next(clean), next(worse)
     try:
-        base = _run(where, clean_url, "base")
-        again = _run(where, clean_url, "again", "--inferaccept-baseline", str(where / "base.json"))
-        upgraded = _run(where, worse_url, "upgraded", "--inferaccept-baseline", str(where / "base.json"))
-        yield {"base": base, "again": again, "upgraded": upgraded}
+        base = _run(pytester, where, clean_url, "base")
+        again = _run(pytester, where, clean_url, "again", "--inferaccept-baseline", str(where / "base.json"))
+        upgraded = _run(pytester, where, worse_url, "upgraded", "--inferaccept-baseline",
+                        str(where / "base.json"))
+        return {"base": base, "again": again, "upgraded": upgraded}
     finally:
         for gen in (clean, worse):
             gen.close()
+
+
+@pytest.fixture
+def runs(pytester: pytest.Pytester) -> dict[str, Run]:
+    """A baseline run, a second run of the same clean server, and a run of an upgraded, worse server.
+
+    Run in-process (no interpreter start and plugin import per run) by the first test's pytester,
+    once for the module: later tests read the same runs from the cache.
+    """
+    if not _RUNS:
+        _RUNS.update(_make_runs(pytester))
+    return _RUNS
 
 
 def test_the_baseline_run_records_answers_embeddings_and_metric_names(runs: dict[str, Run]) -> None:

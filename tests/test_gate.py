@@ -177,21 +177,25 @@ def test_raw_plain(http_client, model):
 """
 
 
-SLOW = "the stream sent no end in 3 s"
+SLOW = "the stream sent no end in {timeout} s"
 LARGE = "the answer exceeded 16 MB"
 
 
-@pytest.mark.parametrize(("fault", "findings", "failing"), [
-    ("stream_drip", (SLOW,), 2),
-    ("stream_forever", (SLOW, LARGE), 2),  # which bound comes first depends on the reader's speed
-    ("huge_json", (LARGE,), 2),
+# --request-timeout covers the whole exchange. 1.5 s is three times the drip's 0.5 s between
+# bytes, so no single read times out before the deadline on a loaded machine; the huge answer
+# keeps 3 s, so that reading its 16 MB on a loaded machine ends at the size bound, not the clock.
+@pytest.mark.parametrize(("fault", "findings", "failing", "timeout"), [
+    ("stream_drip", (SLOW,), 2, "1.5"),
+    ("stream_forever", (SLOW, LARGE), 2, "1.5"),  # which bound comes first depends on the reader's speed
+    ("huge_json", (LARGE,), 2, "3"),
 ])
 def test_a_hostile_answer_ends_in_bounded_time_and_memory_as_a_finding(
-        pytester: pytest.Pytester, fault: str, findings: tuple[str, ...], failing: int) -> None:
+        pytester: pytest.Pytester, fault: str, findings: tuple[str, ...], failing: int, timeout: str) -> None:
+    findings = tuple(f.format(timeout=timeout) for f in findings)
     pytester.makepyfile(HOSTILE_TESTS)
     with FakeServer(faults=[fault]) as server:
         start = time.monotonic()
-        result = pytester.runpytest_subprocess("--server-url", server.url, "--request-timeout", "3",
+        result = pytester.runpytest_subprocess("--server-url", server.url, "--request-timeout", timeout,
                                                "--inferaccept-json", "r.json", timeout=120)
         took = time.monotonic() - start
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
@@ -218,10 +222,11 @@ def test_a_gzipped_stream_is_read_like_any_client_reads_it(run_suite: object) ->
 
 def _start_pytest(pytester: pytest.Pytester, *args: str) -> tuple[subprocess.Popen[str], str]:
     pytester.makepyfile("""
-        import time
+        import pathlib, time
         def test_first(http_client):
             assert http_client.get("/health").status_code == 200
         def test_slow(http_client):
+            pathlib.Path("slow.started").touch()
             time.sleep(120)
     """)
     proc = subprocess.Popen(
@@ -236,7 +241,13 @@ def _start_pytest(pytester: pytest.Pytester, *args: str) -> tuple[subprocess.Pop
         seen += line
         if "ready at" in line or not line:
             break
-    time.sleep(1.0)  # let test_first pass and test_slow start
+    # test_first has passed and test_slow runs once test_slow says so with a file. A bound, not a
+    # measurement: a loaded machine may take long to get there.
+    started = pytester.path / "slow.started"
+    deadline = time.monotonic() + 120
+    while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), "test_slow never started:\n" + seen
     return proc, seen
 
 

@@ -30,7 +30,8 @@ def test_the_header_shows_a_launch_command_with_its_secrets_masked() -> None:
     lines = _lines(server_cmd="HF_TOKEN=hf_abc123 vllm serve m --port {port} --api-key sk-local")
     assert lines[0] == ("inferaccept: server under test: launched by the plugin: "
                         "HF_TOKEN=*** vllm serve m --port {port} --api-key ***")
-    assert "inferaccept: SLO: none given for the run (load tests without an @slo marker are measured, not judged)" in lines
+    assert ("inferaccept: SLO: none given for the run "
+            "(load tests without an @slo marker are measured, not judged)") in lines
 
 
 def test_the_header_names_a_preset() -> None:

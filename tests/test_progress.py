@@ -53,7 +53,10 @@ def test_elapsed_time_reads_in_seconds_then_minutes() -> None:
                                                                     "2 min 05 s", "60 min 01 s"]
 
 
-SLOW_START = (f"sleep 2.5; exec {sys.executable} -m pytest_inferaccept.fake --port {{port}}")
+def _slow_start(seconds: float) -> str:
+    return f"sleep {seconds}; exec {sys.executable} -m pytest_inferaccept.fake --port {{port}}"
+
+
 FAST_PROGRESS = """
 import pytest
 from pytest_inferaccept.keys import SESSION_KEY
@@ -64,13 +67,16 @@ def pytest_configure(config):
 """
 
 
-@pytest.mark.parametrize("quiet", [False, True], ids=["default", "-q"])
+# Without -q the wait must last several progress intervals to show their throttling; under -q it
+# need only last well past the first line's 0.5 s (1 s of sleep, then the fake's own start), so
+# that the run would have shown lines had it not been quiet.
+@pytest.mark.parametrize(("quiet", "sleep"), [(False, 2.5), (True, 1.0)], ids=["default", "-q"])
 def test_a_server_slow_to_start_shows_that_the_run_waits_for_it_unless_quiet(
-        pytester: pytest.Pytester, quiet: bool) -> None:
+        pytester: pytest.Pytester, quiet: bool, sleep: float) -> None:
     pytester.makeconftest(FAST_PROGRESS)
     pytester.makepyfile("def test_health(http_client):\n"
                         "    assert http_client.get('/health').status_code == 200\n")
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--server-cmd", SLOW_START,
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--server-cmd", _slow_start(sleep),
                                           *(["-q"] if quiet else []))
     out = result.stdout.str()
     assert result.ret == 0, out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,56 +74,80 @@ def _server_cmd(tmp: Path) -> str:
     return f"echo $$ >> {tmp / 'pids.txt'}; exec {sys.executable} -m pytest_inferaccept.fake --port {{port}}"
 
 
-def _run(pytester: pytest.Pytester, *args: str,
-         inprocess: bool = False) -> tuple[pytest.RunResult, dict[str, Any]]:
+def _run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
     out = pytester.path / "results.json"
-    # xdist's workers need a process of their own; a serial run is quicker in this one.
-    run = pytester.runpytest_inprocess if inprocess else pytester.runpytest_subprocess
-    result = run("-p", "no:cacheprovider", "--server-cmd", _server_cmd(pytester.path),
-                 "--inferaccept-json", str(out), *args)
+    # In-process: xdist's controller runs here, its workers are processes of their own anyway.
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--server-cmd",
+                                          _server_cmd(pytester.path), "--inferaccept-json", str(out), *args)
     return result, json.loads(out.read_text())
 
 
+@dataclass
+class Parallel:
+    """The -n 2 run of the acceptance checks and the timed tests together, and where it ran."""
+
+    result: pytest.RunResult
+    doc: dict[str, Any]
+    path: Path
+
+    def tests(self, module: str) -> list[dict[str, Any]]:
+        """The results' entries of the tests of one module."""
+        return [t for t in self.doc["tests"] if t["nodeid"].startswith(f"{module}::")]
+
+
+_PARALLEL: list[Parallel] = []
+
+
+@pytest.fixture
+def parallel(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Parallel:
+    """One run under two workers that several tests read: made by the first test that asks."""
+    if not _PARALLEL:
+        pytester.makepyfile(test_acceptance=ACCEPTANCE, test_timed=TIMED)
+        monkeypatch.setenv("TIMES_LOG", str(pytester.path / "times.jsonl"))
+        result, doc = _run(pytester, "-n", "2", "--inferaccept-records", str(pytester.path / "records.jsonl"))
+        _PARALLEL.append(Parallel(result=result, doc=doc, path=pytester.path))
+    return _PARALLEL[0]
+
+
 def test_two_workers_share_one_launched_server_and_give_the_verdict_of_a_serial_run(
-        pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_acceptance=ACCEPTANCE)
-    parallel, merged = _run(pytester, "-n", "2")
-    text = parallel.stdout.str()
-    pids = (pytester.path / "pids.txt").read_text().split()
+        pytester: pytest.Pytester, parallel: Parallel) -> None:
+    text = parallel.result.stdout.str()
+    pids = (parallel.path / "pids.txt").read_text().split()
     assert len(pids) == 1, text
     started = re.findall(r"started chat server \(pid (\d+)\)", text)
     assert started == pids, text
     assert len(re.findall(rf"\b{pids[0]}\b", text)) == 1
 
-    (pytester.path / "pids.txt").unlink()
-    serial, alone = _run(pytester, "-n", "0", inprocess=True)
-    assert parallel.ret == serial.ret == 1
-    assert merged["verdict"]["status"] == alone["verdict"]["status"] == "NO-GO"
-    outcomes = {t["nodeid"]: t["outcome"] for t in merged["tests"]}
+    # The serial run of the acceptance checks alone (the parallel run may have left the timed
+    # tests in this directory): they are what both verdicts rest on.
+    pytester.makepyfile(test_acceptance=ACCEPTANCE)
+    serial, alone = _run(pytester, "-n", "0", "test_acceptance.py")
+    assert parallel.result.ret == serial.ret == 1
+    assert parallel.doc["verdict"]["status"] == alone["verdict"]["status"] == "NO-GO"
+    outcomes = {t["nodeid"]: t["outcome"] for t in parallel.tests("test_acceptance.py")}
     assert outcomes == {t["nodeid"]: t["outcome"] for t in alone["tests"]}
     assert len(outcomes) == 6
-    assert merged["capabilities"]["tools"] == alone["capabilities"]["tools"]
-    assert merged["capabilities"]["tools"]["probe"]["status"] == "supported"
+    assert parallel.doc["capabilities"]["tools"] == alone["capabilities"]["tools"]
+    assert parallel.doc["capabilities"]["tools"]["probe"]["status"] == "supported"
     assert text.count("VERDICT: NO-GO") == 1
 
 
-def test_a_load_test_under_two_workers_runs_while_no_other_check_does(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makepyfile(test_timed=TIMED)
-    times = pytester.path / "times.jsonl"
-    monkeypatch.setenv("TIMES_LOG", str(times))
-    records = pytester.path / "records.jsonl"
-    result, doc = _run(pytester, "-n", "2", "--inferaccept-records", str(records))
-    assert result.ret == 0, result.stdout.str()
-    spans = [json.loads(line) for line in times.read_text().splitlines()]
+def test_a_load_test_under_two_workers_runs_while_no_other_check_does(parallel: Parallel) -> None:
+    # The run's one failure is the acceptance module's failing check (its exit status 1, not an
+    # invalid run's 6); every timed test, the load test among them, passed.
+    failed = [t["nodeid"] for t in parallel.doc["tests"] if t["outcome"] != "passed"]
+    assert parallel.result.ret == 1 and failed == ["test_acceptance.py::test_a_check_that_fails"], \
+        parallel.result.stdout.str()
+    spans = [json.loads(line) for line in (parallel.path / "times.jsonl").read_text().splitlines()]
     load = next(s for s in spans if s["name"] == "load")
     others = [s for s in spans if s["name"] != "load"]
     assert {s["worker"] for s in spans} == {"gw0", "gw1"}
     overlapping = [s["name"] for s in others if s["start"] < load["end"] and load["start"] < s["end"]]
     assert overlapping == []
-    assert len(doc["tests"]) == 7
+    assert len(parallel.tests("test_timed.py")) == 7
     # The worker's load records reach the one records file the controller writes.
-    assert len([line for line in records.read_text().splitlines() if '"run"' in line]) >= 6
+    records = (parallel.path / "records.jsonl").read_text().splitlines()
+    assert len([line for line in records if '"run"' in line]) >= 6
 
 
 def test_a_server_that_cannot_start_makes_the_parallel_run_invalid_without_running_checks(
@@ -130,7 +155,7 @@ def test_a_server_that_cannot_start_makes_the_parallel_run_invalid_without_runni
     pytester.makepyfile(test_acceptance=ACCEPTANCE)
     out = pytester.path / "results.json"
     # One worker is enough: the controller decides before any worker starts.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "1", "--server-cmd",
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-n", "1", "--server-cmd",
                                            "echo broken; exit 3 # {port}", "--inferaccept-json", str(out))
     doc = json.loads(out.read_text())
     assert result.ret == 6, result.stdout.str()

@@ -35,8 +35,8 @@ class Difference:
 def conditions_of(doc: RunDocument) -> dict[str, tuple[str, Any, Effect]]:
     """The conditions of one run: key -> (label, value, what a difference means)."""
     cond = doc.conditions
-    load = cond.settings.model_extra.get("load") if cond.settings.model_extra else None
-    load = load if isinstance(load, dict) else {}
+    # `load` is a field of the settings model (not an extra key): model_extra never holds it.
+    load = cond.settings.load if isinstance(cond.settings.load, dict) else {}
     server = doc.server
     out: dict[str, tuple[str, Any, Effect]] = {
         "model": ("model", server.model if server else cond.settings.model, "untrusted"),

@@ -107,7 +107,20 @@ def parse_gate(baseline: str | None, tolerances: str | None, drift: str | None, 
         minimum = -1.0
     if not 0 <= minimum <= 1:
         raise PolicyError(f"--answer-drift-threshold {threshold!r} must be a similarity from 0 to 1")
+    if answers_file:
+        _check_answers_file(Path(answers_file))
     return GateSettings(baseline_path=Path(baseline) if baseline else None,
                         tolerances=parse_tolerances(tolerances),
                         answer_drift="fail" if policy == "fail" else "warn", answer_threshold=minimum,
                         answers_file=Path(answers_file) if answers_file else None)
+
+
+def _check_answers_file(path: Path) -> None:
+    """Read the team's prompts once when the run starts: a bad file stops it as a usage error, before
+    anything is sent, instead of failing the answer checks (and calling the chat capability broken)."""
+    from pytest_inferaccept.answers import AnswersFileError, load_answers_file  # standard library only
+
+    try:
+        load_answers_file(path)
+    except AnswersFileError as exc:
+        raise PolicyError(str(exc)) from None

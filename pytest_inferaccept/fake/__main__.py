@@ -7,7 +7,7 @@ import asyncio
 import signal
 import sys
 
-from pytest_inferaccept.fake.config import FakeConfig
+from pytest_inferaccept.fake.config import OVERLOAD_STATUSES, FakeConfig
 from pytest_inferaccept.fake.faults import FAULTS, validate_faults
 
 
@@ -31,14 +31,46 @@ def main(argv: list[str] | None = None) -> int:
                         help="append the server's own timestamps of each streamed chat answer (JSONL)")
     parser.add_argument("--fault", action="append", default=[],
                         help="inject a fault: " + ", ".join(FAULTS))
+    capacity = parser.add_argument_group(
+        "capacity knobs", "a server whose behaviour under load is known (all off by default)")
+    capacity.add_argument("--batch-slowdown", type=float, default=0.0, metavar="F",
+                          help="multiply each token's delay and --ttft by 1 + F * (running - 1), "
+                               "running = generations in progress at that moment")
+    capacity.add_argument("--latency-creep", type=float, default=0.0, metavar="S",
+                          help="add S seconds of TTFT per minute of server uptime (soak drift)")
+    capacity.add_argument("--memory-growth", type=int, default=0, metavar="BYTES",
+                          help="process_resident_memory_bytes grows by BYTES per finished completion "
+                               "request (from 200 MiB; 0: flat)")
+    capacity.add_argument("--max-queue", type=int, default=None, metavar="N",
+                          help="with --slots: a request arriving while running + waiting >= slots + N "
+                               "is overloaded (answered with --overload-status)")
+    capacity.add_argument("--overload-status", type=int, default=503, choices=OVERLOAD_STATUSES,
+                          metavar="CODE",
+                          help="answer to an overloaded request: 429 or 503 (with Retry-After: 1) or "
+                               "500 (no Retry-After); default 503")
+    capacity.add_argument("--overload-hang", action="store_true",
+                          help="an overloaded request is never answered (the client gives up)")
+    capacity.add_argument("--kv-cache-tokens", type=int, default=0, metavar="N",
+                          help="vllm:kv_cache_usage_perc = prompt + generated tokens of the generating "
+                               "requests / N, capped at 1.0 (0: off, the gauge stays 0)")
+    capacity.add_argument("--prefill-per-token", type=float, default=0.0, metavar="S",
+                          help="add S seconds of TTFT per prompt token")
+    capacity.add_argument("--prefix-cache", action="store_true",
+                          help="a chat prompt whose first 200 characters were seen before skips 80%% "
+                               "of its prefill time; exposes vllm:prefix_cache_{queries,hits}_total")
     args = parser.parse_args(argv)
     try:
         faults = validate_faults(args.fault)
+        config = FakeConfig(model=args.model, embedding_model=args.embedding_model, ttft=args.ttft,
+                            itl=args.itl, slots=args.slots, api_key=args.api_key, faults=faults,
+                            exit_after=args.exit_after, timing_log=args.timing_log,
+                            batch_slowdown=args.batch_slowdown, latency_creep=args.latency_creep,
+                            memory_growth=args.memory_growth, max_queue=args.max_queue,
+                            overload_status=args.overload_status, overload_hang=args.overload_hang,
+                            kv_cache_tokens=args.kv_cache_tokens,
+                            prefill_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache)
     except ValueError as exc:
         parser.error(str(exc))
-    config = FakeConfig(model=args.model, embedding_model=args.embedding_model, ttft=args.ttft,
-                        itl=args.itl, slots=args.slots, api_key=args.api_key, faults=faults,
-                        exit_after=args.exit_after, timing_log=args.timing_log)
     asyncio.run(_serve(config, args.host, args.port, args.startup_delay))
     return 0
 

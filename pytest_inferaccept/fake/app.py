@@ -23,6 +23,24 @@ from pytest_inferaccept.fake.timing import StreamMarks, TimingLog, clock
 from pytest_inferaccept.fake.validation import ApiError
 
 
+class _Generation:
+    """One request holding a slot: its tokens (for the KV-cache gauge) and its first-token delay."""
+
+    __slots__ = ("completion_tokens", "generated", "prompt_tokens", "ttft")
+
+    def __init__(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.generated = 0
+        """Tokens generated so far."""
+        self.ttft = 0.0
+        """Seconds from getting the slot to the first token (set when the slot is taken)."""
+
+    def progress(self, done: int, steps: int) -> None:
+        """`done` of the answer's `steps` token steps are out."""
+        self.generated = self.completion_tokens * min(done, steps) // steps if steps else 0
+
+
 class State:
     """Mutable server state shared by the handlers."""
 
@@ -30,12 +48,38 @@ class State:
         self.config = config
         self.metrics = MetricsState()
         self.slots = asyncio.Semaphore(config.slots) if config.slots else None
+        self.slot_count = config.slots or 0
+        """How many generations run at once (0: unlimited); fixed when the server starts."""
+        self.active: set[_Generation] = set()
+        """The requests generating now."""
+        self.prefixes = generation.PrefixCache()
+        self.born = time.monotonic()
         self.completions = 0
         self.started = int(time.time())
         self.crashed = False
         """Set by crash_on_bad_request: the server answers nothing any more."""
         self.timing = TimingLog(config.timing_log) if config.timing_log else None
         """The server's own timestamps of streamed chat answers, when asked for (off by default)."""
+
+    def kv_usage(self) -> float:
+        """The KV-cache gauge: prompt + generated tokens of the generating requests over the cache
+        size, capped at 1.0 (0.0 when kv_cache_tokens is off)."""
+        size = self.config.kv_cache_tokens
+        if not size:
+            return 0.0
+        used = sum(g.prompt_tokens + g.generated for g in self.active)
+        return min(used / size, 1.0)
+
+    def overloaded(self) -> bool:
+        """True when a request arriving now finds the slots and the queue full (max_queue)."""
+        limit = self.config.max_queue
+        if limit is None or not self.slot_count:
+            return False
+        return self.metrics.running + self.metrics.waiting >= self.slot_count + limit
+
+    def token_delay(self) -> float:
+        """Seconds to the next token, for the generations in progress now."""
+        return generation.token_delay(self.config, self.metrics.running)
 
 
 STATE_KEY = web.AppKey("state", State)
@@ -117,7 +161,9 @@ async def metrics(request: web.Request) -> web.Response:
     if "metrics_invalid" in faults:
         return web.Response(text="vllm:num_requests_running{ 1 oops\n# TYPE\n",
                             content_type="text/plain")
-    text = state.metrics.render(state.config.model, reset="metrics_counter_reset" in faults)
+    cfg = state.config
+    text = state.metrics.render(cfg.model, reset="metrics_counter_reset" in faults, kv_usage=state.kv_usage(),
+                                memory_growth=cfg.memory_growth, prefix_cache=cfg.prefix_cache)
     text = conformance.metrics_text(text, faults)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
@@ -134,6 +180,25 @@ async def _hang_if_asked(state: State) -> None:
     faults = state.config.faults
     if "hang_completions" in faults or "health_lies" in faults:
         await asyncio.sleep(3600)
+
+
+async def _overload_answer(state: State) -> web.Response:
+    """The answer to a request that finds the server full: shed at once (429 or 503 with
+    Retry-After), collapse (500, no Retry-After), or never answer (overload_hang)."""
+    cfg = state.config
+    if cfg.overload_hang:
+        await asyncio.sleep(3600)  # a server that falls over: the client gives up first
+    if cfg.overload_status == 500:
+        err = ApiError(500, "internal server error: the engine ran out of capacity", type="server_error",
+                       code="internal_error")
+        return web.json_response(err.body(), status=500)
+    if cfg.overload_status == 429:
+        err = ApiError(429, "Too many requests: the server's queue is full; retry later", type="requests",
+                       code="rate_limit_exceeded")
+    else:
+        err = ApiError(503, "The server is overloaded; retry later", type="server_error",
+                       code="server_overloaded")
+    return web.json_response(err.body(), status=err.status, headers={"Retry-After": "1"})
 
 
 def _count_completion(state: State) -> None:
@@ -212,21 +277,24 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = generation.request_faults(body, cfg.faults)
     choices, prompt_tokens = _plan_chat(state, body)
     generation.choice_faults(choices, cfg.faults)
+    if state.overloaded():
+        return await _overload_answer(state)
+    # From here to taking the slot nothing awaits: the overload check above stays true.
     _count_completion(state)
     want_logprobs = bool(body.get("logprobs")) and "no_logprobs" not in cfg.faults
     top = int(body.get("top_logprobs") or 0)
     cid = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     completion_tokens = sum(c.completion_tokens for c in choices)
-    async with _slot(state):
-        state.metrics.request_started()
+    prefix = generation.prompt_prefix(body["messages"]) if cfg.prefix_cache else None
+    async with _slot(state, prompt_tokens, completion_tokens, prefix) as gen:
         start = time.monotonic()
         if body.get("stream"):
             marks = StreamMarks(received) if state.timing is not None else None
             return await _stream_chat(request, state, body, choices, prompt_tokens, cid, created,
-                                      want_logprobs, top, start, marks)
+                                      want_logprobs, top, start, gen, marks)
         longest = max((len(c.pieces) for c in choices), default=0)
-        await _sleep_generation(cfg, longest)
+        await _sleep_generation(state, gen, longest)
         out_choices = []
         for c in choices:
             message: dict[str, Any] = {"role": "assistant",
@@ -240,7 +308,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 "logprobs": generation.logprobs_for(c, top) if want_logprobs else None,
             })
         state.metrics.request_finished(prompt_tokens, completion_tokens,
-                                       ttft=cfg.ttft, e2e=time.monotonic() - start)
+                                       ttft=gen.ttft, e2e=time.monotonic() - start)
         return web.json_response(conformance.chat_response({
             "id": cid, "object": "chat.completion", "created": created,
             "model": _response_model(cfg), "choices": out_choices,
@@ -249,24 +317,58 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 class _slot:
-    """Hold one generation slot (or none when slots are unlimited)."""
+    """Hold one generation slot (or none when slots are unlimited): counted as waiting until the
+    slot is free, then as running (with its tokens in the KV cache) until the answer is done."""
 
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: State, prompt_tokens: int, completion_tokens: int,
+                 prefix: str | None = None) -> None:
+        self.state = state
         self.sem = state.slots
+        self.gen = _Generation(prompt_tokens, completion_tokens)
+        self.prefix = prefix
 
-    async def __aenter__(self) -> None:
-        if self.sem is not None:
-            await self.sem.acquire()
+    async def __aenter__(self) -> _Generation:
+        state, metrics = self.state, self.state.metrics
+        queued = time.monotonic()
+        metrics.request_queued()
+        try:
+            if self.sem is not None:
+                await self.sem.acquire()
+        finally:
+            metrics.request_dequeued()
+        metrics.request_started(time.monotonic() - queued if self.sem is not None else 0.0)
+        cfg = state.config
+        hit = False
+        if cfg.prefix_cache and self.prefix is not None:
+            hit = state.prefixes.lookup(self.prefix)
+            metrics.prefix_lookup(self.gen.prompt_tokens, hit)
+        self.gen.ttft = generation.first_token_delay(cfg, running=metrics.running,
+                                                     uptime=time.monotonic() - state.born,
+                                                     prompt_tokens=self.gen.prompt_tokens, prefix_hit=hit)
+        state.active.add(self.gen)
+        return self.gen
 
     async def __aexit__(self, *exc: object) -> None:
+        self.state.active.discard(self.gen)
+        self.state.metrics.request_ended()
         if self.sem is not None:
             self.sem.release()
 
 
-async def _sleep_generation(cfg: FakeConfig, tokens: int) -> None:
-    delay = cfg.ttft + cfg.itl * max(tokens - 1, 0)
-    if delay > 0:
-        await asyncio.sleep(delay)
+async def _sleep_generation(state: State, gen: _Generation, tokens: int) -> None:
+    """Wait as long as a non-streamed answer of `tokens` tokens takes to generate."""
+    cfg = state.config
+    if not (cfg.batch_slowdown or cfg.kv_cache_tokens):
+        delay = gen.ttft + cfg.itl * max(tokens - 1, 0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return
+    # Token by token: each delay depends on the batch at that moment, and the KV gauge fills up.
+    await asyncio.sleep(gen.ttft)
+    gen.progress(1, tokens)
+    for done in range(2, tokens + 1):
+        await asyncio.sleep(state.token_delay())
+        gen.progress(done, tokens)
 
 
 async def _send(resp: web.StreamResponse, payload: Mapping[str, Any] | str) -> None:
@@ -276,7 +378,7 @@ async def _send(resp: web.StreamResponse, payload: Mapping[str, Any] | str) -> N
 
 async def _stream_chat(request: web.Request, state: State, body: Mapping[str, Any],
                        choices: list[generation.Choice], prompt_tokens: int, cid: str,
-                       created: int, want_logprobs: bool, top: int, start: float,
+                       created: int, want_logprobs: bool, top: int, start: float, gen: _Generation,
                        marks: StreamMarks | None = None) -> web.StreamResponse:
     cfg = state.config
     resp = web.StreamResponse(headers={"Content-Type": conformance.stream_content_type(cfg.faults),
@@ -308,8 +410,9 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     first = True
     steps = max((len(c.pieces) if not c.tool_calls else 2) for c in choices)
     for step in range(steps):
-        await asyncio.sleep(cfg.ttft if first else cfg.itl)
+        await asyncio.sleep(gen.ttft if first else state.token_delay())
         first = False
+        gen.progress(step + 1, steps)
         for c in choices:
             delta = _stream_delta(c, step)
             if delta is None:
@@ -335,7 +438,7 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     await _send(resp, "[DONE]")
     if marks is not None and state.timing is not None:
         state.timing.write(cid, marks, end)
-    state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=cfg.ttft,
+    state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=gen.ttft,
                                    e2e=time.monotonic() - start)
     await resp.write_eof()
     return resp
@@ -376,6 +479,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
         raise ApiError(400, "'prompt' must be a non-empty string or array", param="prompt")
     validation.check_common(body, _served(cfg))
     await _hang_if_asked(state)
+    if state.overloaded():
+        return await _overload_answer(state)
+    # From here to taking the slot nothing awaits: the overload check above stays true.
     _count_completion(state)
     text_prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
     prompt_tokens = textgen.count_tokens(text_prompt)
@@ -384,15 +490,18 @@ async def completions(request: web.Request) -> web.StreamResponse:
     cid = f"cmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     completion_tokens = sum(c.completion_tokens for c in choices)
-    async with _slot(state):
+    async with _slot(state, prompt_tokens, completion_tokens) as gen:
+        start = time.monotonic()
+        steps = max(len(c.pieces) for c in choices)
         if body.get("stream"):
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
             if cfg.faults:
                 resp["inferaccept_shaper"] = conformance.StreamShaper(
                     cfg.faults, _usage(prompt_tokens, completion_tokens))
-            for step in range(max(len(c.pieces) for c in choices)):
-                await asyncio.sleep(cfg.ttft if step == 0 else cfg.itl)
+            for step in range(steps):
+                await asyncio.sleep(gen.ttft if step == 0 else state.token_delay())
+                gen.progress(step + 1, steps)
                 for c in choices:
                     if step < len(c.pieces):
                         await _send(resp, {"id": cid, "object": "text_completion",
@@ -405,9 +514,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
                                    "choices": [{"index": c.index, "text": "", "logprobs": None,
                                                 "finish_reason": c.finish_reason}]})
             await _send(resp, "[DONE]")
+            state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=gen.ttft,
+                                           e2e=time.monotonic() - start)
             await resp.write_eof()
             return resp
-        await _sleep_generation(cfg, max(len(c.pieces) for c in choices))
+        await _sleep_generation(state, gen, steps)
+        state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=gen.ttft,
+                                       e2e=time.monotonic() - start)
         return web.json_response(conformance.completion_response({
             "id": cid, "object": "text_completion", "created": created,
             "model": _response_model(cfg),

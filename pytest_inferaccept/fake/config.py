@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+OVERLOAD_STATUSES: tuple[int, ...] = (429, 503, 500)
+"""The statuses an overloaded fake may answer with (`FakeConfig.overload_status`)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class FakeConfig:
@@ -30,3 +33,42 @@ class FakeConfig:
     """Send streamed chat answers with Content-Encoding: gzip (a gateway's habit; not a fault)."""
     timing_log: str | None = None
     """Append the server's own timestamps of each streamed chat answer to this JSONL file (off: None)."""
+    # Capacity knobs: a server whose behaviour under load is known, for testing capacity scenarios.
+    # Every default leaves the fake as fast and as flat as it is without them.
+    batch_slowdown: float = 0.0
+    """Each token's delay (and `ttft`) is multiplied by 1 + batch_slowdown * (running - 1), where
+    running is how many generations are in progress at that moment (a batch that slows as it grows)."""
+    latency_creep: float = 0.0
+    """Seconds of extra TTFT per minute of server uptime (a server that gets slower as it runs)."""
+    memory_growth: int = 0
+    """Bytes `process_resident_memory_bytes` grows by per finished completion request (0: flat)."""
+    max_queue: int | None = None
+    """With `slots`: a request arriving while running + waiting >= slots + max_queue is overloaded
+    (answered at once with `overload_status`, or left hanging with `overload_hang`; None: no limit)."""
+    overload_status: int = 503
+    """The answer to an overloaded request: 429 or 503 (with Retry-After: graceful shedding) or 500."""
+    overload_hang: bool = False
+    """An overloaded request is never answered (a server that falls over without shedding)."""
+    kv_cache_tokens: int = 0
+    """KV-cache size in tokens: vllm:kv_cache_usage_perc is the prompt + generated tokens of the
+    generating requests over this, capped at 1.0 (0: off, the gauge stays 0.0)."""
+    prefill_per_token: float = 0.0
+    """Seconds of extra TTFT per prompt token (long prompts are slow to start)."""
+    prefix_cache: bool = False
+    """Remember the first 200 characters of each chat prompt; a repeat skips 80 % of its prefill
+    (`prefill_per_token`) time, and the prefix-cache counters are exposed."""
+
+    def __post_init__(self) -> None:
+        if self.overload_status not in OVERLOAD_STATUSES:
+            raise ValueError(f"overload_status must be one of {', '.join(map(str, OVERLOAD_STATUSES))}, "
+                             f"not {self.overload_status}")
+        if self.max_queue is not None and not self.slots:
+            raise ValueError("max_queue needs slots (a queue only exists when generations are limited)")
+        if self.max_queue is not None and self.max_queue < 0:
+            raise ValueError(f"max_queue must be >= 0, not {self.max_queue}")
+        if self.overload_hang and self.max_queue is None:
+            raise ValueError("overload_hang needs max_queue (and slots): it says what overloaded means")
+        for name in ("batch_slowdown", "latency_creep", "memory_growth", "kv_cache_tokens",
+                     "prefill_per_token"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_inferaccept.fake import textgen
+from pytest_inferaccept.fake.config import FakeConfig
+
+PREFIX_CHARS = 200
+"""How much of a chat prompt the prefix cache remembers."""
+PREFIX_HIT_SAVES = 0.8
+"""The share of a prompt's prefill time a prefix-cache hit skips."""
 
 
 @dataclass
@@ -237,3 +244,63 @@ def args_as_objects(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
             args = call["function"]["arguments"]
         out.append({**call, "function": {**call["function"], "arguments": args}})
     return out
+
+
+def batch_factor(batch_slowdown: float, running: int) -> float:
+    """How much slower a token is while `running` generations share the batch (1.0 when alone or
+    when `batch_slowdown` is 0)."""
+    if not batch_slowdown:
+        return 1.0
+    return 1.0 + batch_slowdown * max(running - 1, 0)
+
+
+def first_token_delay(cfg: FakeConfig, *, running: int, uptime: float, prompt_tokens: int,
+                      prefix_hit: bool = False) -> float:
+    """Seconds from a request getting its slot to its first token: `ttft` (slowed by the batch),
+    plus the latency creep of `uptime` seconds of serving, plus the prefill of its prompt (80 %
+    cheaper on a prefix-cache hit). Exactly `cfg.ttft` when no capacity knob is set."""
+    delay = cfg.ttft * batch_factor(cfg.batch_slowdown, running)
+    if cfg.latency_creep:
+        delay += cfg.latency_creep * uptime / 60.0
+    if cfg.prefill_per_token:
+        prefill = cfg.prefill_per_token * prompt_tokens
+        delay += prefill * (1.0 - PREFIX_HIT_SAVES) if prefix_hit else prefill
+    return delay
+
+
+def token_delay(cfg: FakeConfig, running: int) -> float:
+    """Seconds between two tokens while `running` generations are in progress."""
+    return cfg.itl * batch_factor(cfg.batch_slowdown, running)
+
+
+def prompt_prefix(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The prefix-cache key of a chat prompt: the first characters of its concatenated contents."""
+    parts = []
+    for msg in messages:
+        content = msg.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+        parts.append(str(content or ""))
+    return "".join(parts)[:PREFIX_CHARS]
+
+
+class PrefixCache:
+    """The prompt prefixes seen lately: a bounded set that forgets the least recently used first."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def lookup(self, prefix: str) -> bool:
+        """True when `prefix` was seen before; either way it is remembered now."""
+        hit = prefix in self._seen
+        if hit:
+            self._seen.move_to_end(prefix)
+        else:
+            self._seen[prefix] = None
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
+        return hit

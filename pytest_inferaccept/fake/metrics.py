@@ -22,26 +22,50 @@ class _Histogram:
         self.n += 1
 
 
+BASE_RESIDENT_BYTES = 200 * 1024 * 1024
+"""What `process_resident_memory_bytes` reads before any request (a flat, stable server)."""
+
+
 @dataclass
 class MetricsState:
     """Counters, gauges and histograms of one fake server."""
 
     running: int = 0
+    """Requests generating now (holding a slot)."""
+    waiting: int = 0
+    """Requests waiting for a slot."""
     prompt_tokens: int = 0
     generation_tokens: int = 0
     requests: int = 0
     scrapes: int = 0
+    prefix_queries: int = 0
+    """Prompt tokens looked up in the prefix cache."""
+    prefix_hits: int = 0
+    """Prompt tokens of the lookups that hit."""
     ttft: _Histogram = field(default_factory=_Histogram)
     e2e: _Histogram = field(default_factory=_Histogram)
     itl: _Histogram = field(default_factory=_Histogram)
+    queue: _Histogram = field(default_factory=_Histogram)
 
-    def request_started(self) -> None:
-        """A request began generating."""
+    def request_queued(self) -> None:
+        """A request began waiting for a slot."""
+        self.waiting += 1
+
+    def request_dequeued(self) -> None:
+        """A request stopped waiting (it got its slot, or gave up)."""
+        self.waiting = max(self.waiting - 1, 0)
+
+    def request_started(self, queue_time: float = 0.0) -> None:
+        """A request began generating after `queue_time` seconds waiting for its slot."""
         self.running += 1
+        self.queue.observe(queue_time)
+
+    def request_ended(self) -> None:
+        """A request stopped generating (finished or abandoned) and gave its slot back."""
+        self.running = max(self.running - 1, 0)
 
     def request_finished(self, prompt: int, generated: int, *, ttft: float, e2e: float) -> None:
-        """A request finished."""
-        self.running = max(self.running - 1, 0)
+        """A request finished: count its tokens and observe its latencies."""
         self.prompt_tokens += prompt
         self.generation_tokens += generated
         self.requests += 1
@@ -50,8 +74,19 @@ class MetricsState:
         if generated > 1:
             self.itl.observe(max(e2e - ttft, 0.0) / (generated - 1))
 
-    def render(self, model: str, *, reset: bool = False) -> str:
-        """Exposition text; with `reset`, counters go down on every scrape (a fault)."""
+    def prefix_lookup(self, prompt: int, hit: bool) -> None:
+        """A prompt of `prompt` tokens was looked up in the prefix cache."""
+        self.prefix_queries += prompt
+        if hit:
+            self.prefix_hits += prompt
+
+    def render(self, model: str, *, reset: bool = False, kv_usage: float = 0.0, memory_growth: int = 0,
+               prefix_cache: bool = False) -> str:
+        """Exposition text; with `reset`, counters go down on every scrape (a fault).
+
+        `kv_usage` is the KV-cache gauge's value, `memory_growth` the resident-memory bytes each
+        finished request adds, and `prefix_cache` exposes the prefix-cache counters.
+        """
         self.scrapes += 1
         shift = 1000 - 10 * self.scrapes if reset else 0
         label = f'model_name="{model}"'
@@ -61,10 +96,10 @@ class MetricsState:
             f"vllm:num_requests_running{{{label}}} {self.running}",
             "# HELP vllm:num_requests_waiting Requests waiting for a slot.",
             "# TYPE vllm:num_requests_waiting gauge",
-            f"vllm:num_requests_waiting{{{label}}} 0",
-            "# HELP vllm:kv_cache_usage_perc KV cache usage (fake: always 0).",
+            f"vllm:num_requests_waiting{{{label}}} {self.waiting}",
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage, 1.0 = full (fake: 0 unless kv_cache_tokens).",
             "# TYPE vllm:kv_cache_usage_perc gauge",
-            f"vllm:kv_cache_usage_perc{{{label}}} 0.0",
+            f"vllm:kv_cache_usage_perc{{{label}}} {float(kv_usage)}",
             "# HELP vllm:prompt_tokens_total Prompt tokens processed.",
             "# TYPE vllm:prompt_tokens_total counter",
             f"vllm:prompt_tokens_total{{{label}}} {self.prompt_tokens + shift}",
@@ -77,7 +112,8 @@ class MetricsState:
         ]
         for name, hist in (("vllm:time_to_first_token_seconds", self.ttft),
                            ("vllm:e2e_request_latency_seconds", self.e2e),
-                           ("vllm:inter_token_latency_seconds", self.itl)):
+                           ("vllm:inter_token_latency_seconds", self.itl),
+                           ("vllm:request_queue_time_seconds", self.queue)):
             lines.append(f"# HELP {name} Histogram.")
             lines.append(f"# TYPE {name} histogram")
             for bound, count in zip(BUCKETS, hist.counts, strict=True):
@@ -85,4 +121,19 @@ class MetricsState:
             lines.append(f'{name}_bucket{{{label},le="+Inf"}} {hist.n}')
             lines.append(f"{name}_count{{{label}}} {hist.n}")
             lines.append(f"{name}_sum{{{label}}} {hist.total}")
+        if prefix_cache:
+            lines += [
+                "# HELP vllm:prefix_cache_queries_total Prompt tokens looked up in the prefix cache.",
+                "# TYPE vllm:prefix_cache_queries_total counter",
+                f"vllm:prefix_cache_queries_total{{{label}}} {self.prefix_queries + shift}",
+                "# HELP vllm:prefix_cache_hits_total Prompt tokens found in the prefix cache.",
+                "# TYPE vllm:prefix_cache_hits_total counter",
+                f"vllm:prefix_cache_hits_total{{{label}}} {self.prefix_hits + shift}",
+            ]
+        resident = BASE_RESIDENT_BYTES + memory_growth * self.requests
+        lines += [
+            "# HELP process_resident_memory_bytes Resident memory size in bytes.",
+            "# TYPE process_resident_memory_bytes gauge",
+            f"process_resident_memory_bytes {float(resident)}",
+        ]
         return "\n".join(lines) + "\n"

@@ -181,6 +181,7 @@ class StreamClient:
             rec.headers = now_abs - t0
             rec.status = resp.status
             if resp.status >= 300:
+                rec.retry_after = resp.headers.get("Retry-After")
                 await self._error_body(rec, resp, state)
                 return
             if self.kind == "embeddings":

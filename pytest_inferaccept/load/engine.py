@@ -85,11 +85,9 @@ async def run_load_async(spec: LoadSpec, *, stop: Callable[[], bool] | None = No
     `stop`, polled every ~10 ms, ends the run early with stopped_by "interrupted". Cancelling the
     awaiting task cancels the run and loses its records: use `stop` to end a run and keep them.
     """
-    if spec.workers > 1:
-        from pytest_inferaccept.load.workers import run_processes
-
+    if spec.workers > 1 or spec.cluster is not None:
         loop = asyncio.get_running_loop()
-        results, metrics, interrupted, extra = await loop.run_in_executor(None, run_processes, spec)
+        results, metrics, interrupted, extra = await loop.run_in_executor(None, _backend(spec), spec)
         return assemble(spec, results, metrics, interrupted=interrupted, extra_check=extra)
     runner = _single_runner(spec, stop or (lambda: False))
     return await runner.run_to_load_run()
@@ -139,13 +137,12 @@ def run_load(spec: LoadSpec) -> LoadRun:
     """Run a load test and return what it measured; blocking.
 
     One worker runs in this thread on a fresh event loop (in a helper thread when this thread
-    already runs one); more workers run as processes. Ctrl-C raises LoadInterrupted with the run.
+    already runs one); more workers run as processes, or as Ray actors when `spec.cluster` is set.
+    Ctrl-C raises LoadInterrupted with the run.
     """
     stop = threading.Event()
-    if spec.workers > 1:
-        from pytest_inferaccept.load.workers import run_processes
-
-        results, metrics, interrupted, extra = run_processes(spec)
+    if spec.workers > 1 or spec.cluster is not None:
+        results, metrics, interrupted, extra = _backend(spec)(spec)
         run = assemble(spec, results, metrics, interrupted=interrupted, extra_check=extra)
         if interrupted:
             raise LoadInterrupted(run)
@@ -159,6 +156,20 @@ def run_load(spec: LoadSpec) -> LoadRun:
     if run.stopped_by == "interrupted":
         raise LoadInterrupted(run)
     return run
+
+
+Backend = Callable[[LoadSpec], tuple[list[WorkerResult], dict[str, Any], bool, dict[str, Any]]]
+
+
+def _backend(spec: LoadSpec) -> Backend:
+    """Where several workers run: Ray actors (--load-cluster; Ray is imported there only) or processes."""
+    if spec.cluster is not None:
+        from pytest_inferaccept.load.cluster import run_actors
+
+        return run_actors
+    from pytest_inferaccept.load.workers import run_processes
+
+    return run_processes
 
 
 def _run_here(spec: LoadSpec, stop: threading.Event, *, handle_sigint: bool) -> LoadRun:

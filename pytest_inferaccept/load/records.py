@@ -53,6 +53,8 @@ class RequestRecord:
     status: int | None = None
     error: ErrorClass | None = None
     error_detail: str = ""
+    retry_after: str | None = None
+    """The Retry-After header of an error answer (a server shedding load says when to come back)."""
     response_id: str | None = None
     prompt_tokens: int | None = None
     """usage.prompt_tokens as the server reported it (None: no usage sent)."""
@@ -78,6 +80,8 @@ class RequestRecord:
     """The last finish_reason the stream carried (None: the server sent none)."""
     done: bool = False
     """True when the stream ended with `data: [DONE]` (always False for embeddings)."""
+    node: str | None = None
+    """The Ray node that sent it (--load-cluster); None for a run on this machine."""
 
     @property
     def ok(self) -> bool:

@@ -52,6 +52,8 @@ class LoadSpec:
     loop: Literal["auto", "asyncio", "uvloop"] = "auto"
     scrape_metrics: bool = True
     metrics_timeout: float = 3.0
+    cluster: str | None = None
+    """Run the workers as Ray actors on this cluster (ray://HOST:PORT, HOST:PORT, auto, local)."""
 
     def __post_init__(self) -> None:
         problems = self._problems()
@@ -106,6 +108,8 @@ class LoadSpec:
             out.append("loop='uvloop' but uvloop is not installed")
         if not isinstance(self.seed, int):
             out.append(f"seed must be an integer, got {self.seed!r}")
+        if self.cluster is not None and (not isinstance(self.cluster, str) or not self.cluster.strip()):
+            out.append(f"cluster must be a Ray address, 'auto' or 'local', got {self.cluster!r}")
         return out
 
     @property
@@ -179,6 +183,7 @@ class LoadSpec:
             "stall_timeout": self.stall_timeout, "max_response_bytes": self.max_response_bytes,
             "workers": self.workers, "max_seconds": self.hard_seconds(), "seed": self.seed,
             "extra_body": dict(self.extra_body) if self.extra_body else None, "loop": self.loop,
+            "cluster": self.cluster,
         }
 
 

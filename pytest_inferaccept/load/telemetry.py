@@ -30,12 +30,14 @@ HISTOGRAMS: dict[str, str] = {
 COUNTERS: tuple[str, ...] = (
     "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total",
     "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
-    "tgi_request_success",
+    "tgi_request_success", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
 )
 GAUGES: tuple[str, ...] = (
     "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
     "vllm:gpu_cache_usage_perc", "sglang:num_running_reqs", "sglang:num_queue_reqs",
     "sglang:token_usage", "tgi_queue_size", "tgi_batch_current_size",
+    "process_resident_memory_bytes", "llamacpp:requests_processing", "llamacpp:requests_deferred",
+    "llamacpp:kv_cache_usage_ratio",
 )
 
 Snapshot = dict[str, Any]

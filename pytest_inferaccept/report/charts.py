@@ -1,4 +1,4 @@
-"""Load charts as inline SVG, drawn with matplotlib when it is installed (tables are always there).
+"""Load and capacity charts as inline SVG, drawn with matplotlib when installed (tables are always there).
 
 matplotlib is optional (`pip install pytest-inferaccept[charts]`): without it the page shows the
 same numbers as tables only. Figures are drawn on their own canvas, never through pyplot, so
@@ -12,14 +12,20 @@ import io
 import re
 from typing import Any
 
-from pytest_inferaccept.report.model import CheckResult, LoadResult, RunDocument
+from pytest_inferaccept.report.capacity_view import numbered
+from pytest_inferaccept.report.model import CapacityScenario, CheckResult, LoadResult, RunDocument
 from pytest_inferaccept.report.units import status_class
-from pytest_inferaccept.report.words import short_name
+from pytest_inferaccept.report.words import level_words, short_name, slo_of
 
 X_KEYS: dict[str, str] = {"concurrency": "concurrency (requests in flight)", "rate": "request rate (req/s)"}
 THROUGHPUT_KEYS = ("throughput_tokens_per_s", "output_tokens_per_s", "throughput", "tokens_per_s")
 _LATENCY = re.compile(r"^(ttft|itl|tpot|e2e)_")
 Chart = tuple[str, str]
+KNEE_COLOUR = "#b26a00"
+BEST_COLOUR = "#2e7d32"
+MISSED_COLOUR = "#b3261e"
+CHARTED_KINDS = ("ladder", "sweep", "soak")
+_RC = {"svg.hashsalt": "inferaccept", "svg.fonttype": "none", "font.size": 9}
 
 
 def available() -> bool:
@@ -112,7 +118,7 @@ def load_charts(doc: RunDocument) -> list[Chart]:
         return []
     charts: list[Chart] = []
     # A fixed hash salt and text kept as text: the same data gives the same, smaller SVG.
-    with _mpl("").rc_context({"svg.hashsalt": "inferaccept", "svg.fonttype": "none", "font.size": 9}):
+    with _mpl("").rc_context(_RC):
         for test in doc.tests:
             x_key = _x_axis(test.load) if len(test.load) > 1 else None
             if x_key is None:
@@ -122,3 +128,137 @@ def load_charts(doc: RunDocument) -> list[Chart]:
                 if chart is not None and chart[1]:
                     charts.append(chart)
     return charts
+
+
+def _level_axis(ax: Any, kind: str, levels: list[float]) -> None:
+    """Levels on the x axis: a doubling ladder on a log-2 scale, ticks at the levels measured."""
+    if kind != "sweep" and levels and min(levels) > 0 and max(levels) / min(levels) >= 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(levels)
+    ax.set_xticklabels([f"{x:g}" for x in levels], rotation=45 if len(levels) > 8 else 0)
+    ax.minorticks_off()
+    ax.set_xlabel("request rate asked (req/s)" if kind == "sweep" else "concurrency (requests in flight)")
+
+
+def _level_marks(ax: Any, kind: str, knee: float | None, best: float | None) -> None:
+    if best is not None:
+        ax.axvline(best, color=BEST_COLOUR, linestyle=":", linewidth=1.6,
+                   label=f"highest within the SLOs: {level_words(kind, best)}")
+    if knee is not None:
+        ax.axvline(knee, color=KNEE_COLOUR, linestyle="--", linewidth=1.2,
+                   label=f"knee: {level_words(kind, knee)}")
+
+
+def _climb_chart(test: CheckResult, scenario: CapacityScenario, slo: dict[str, float]) -> Chart | None:
+    """Throughput and latency p95 against the level, with the knee and the highest SLO level marked."""
+    steps = scenario.steps
+    if len(steps) < 2:
+        return None
+    kind = scenario.kind
+    knee = scenario.findings.knee.level if scenario.findings.knee is not None else None
+    best = scenario.findings.max_slo_level
+    tokens = any(s.throughput_tokens_per_s for s in steps)
+    fig = _mpl(".figure").Figure(figsize=(10.4, 3.6), dpi=100)
+    left, right = fig.subplots(1, 2)
+    through = [(s.level, s.throughput_tokens_per_s if tokens else s.request_rate_per_s) for s in steps]
+    left.plot([x for x, y in through if y is not None], [y for _, y in through if y is not None], marker="o",
+              color="#37474f", label="output tokens/s" if tokens else "requests/s")
+    left.set_ylabel("output tokens/s" if tokens else "requests/s")
+    left.set_ylim(bottom=0)
+    left.set_title("throughput", fontsize=9)
+    missed_label = "SLO missed"
+    for metric, label, marker, colour in (("ttft_p95", "TTFT p95", "o", "#1565c0"),
+                                          ("e2e_p95", "e2e p95", "s", "#00838f")):
+        points = [(s.level, getattr(s, metric), status_class(s.slo_status) == "fail") for s in steps
+                  if getattr(s, metric) is not None]
+        if not points:
+            continue
+        line = right.plot([p[0] for p in points], [p[1] for p in points], marker=marker, label=label,
+                          color=colour)[0]
+        limit = slo.get(metric)
+        if limit is not None:
+            right.axhline(limit, color=line.get_color(), linestyle="--", linewidth=1, label=f"{label} limit")
+        missed = [p for p in points if p[2]]
+        if missed:
+            right.scatter([p[0] for p in missed], [p[1] for p in missed], marker="x", s=70, zorder=5,
+                          color=MISSED_COLOUR, label=missed_label)
+            missed_label = "_nolegend_"
+    right.set_ylabel("seconds")
+    right.set_ylim(bottom=0)
+    right.set_title("latency p95", fontsize=9)
+    levels = sorted({s.level for s in steps})
+    for ax in (left, right):
+        _level_axis(ax, kind, levels)
+        _level_marks(ax, kind, knee, best)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    what = "concurrency" if kind != "sweep" else "request rate"
+    return (f"Throughput and latency p95 against {what}: {short_name(test.nodeid)} (knee and highest level "
+            "within the SLOs marked)", _svg(fig))
+
+
+def _trend_line(ax: Any, trend: dict[str, Any] | None, span: float, colour: str, scale: float = 1.0) -> None:
+    start, slope = (trend or {}).get("start"), (trend or {}).get("slope_per_s")
+    if isinstance(start, (int, float)) and isinstance(slope, (int, float)) and span > 0:
+        ax.plot([0, span], [start * scale, (start + slope * span) * scale], linestyle="--", linewidth=1,
+                color=colour, alpha=0.8)
+
+
+def _soak_chart(test: CheckResult, scenario: CapacityScenario) -> Chart | None:
+    """TTFT and end-to-end window medians over the soak, memory beside them, failures per window if any."""
+    series, checks = scenario.series, scenario.findings.checks
+    latency = [(name, label, points, colour) for name, label, points, colour in (
+        ("ttft", "TTFT median", series.ttft, "#1565c0"), ("e2e", "e2e median", series.e2e, "#00838f"))
+        if len(points) >= 2]
+    memory = series.memory_bytes if len(series.memory_bytes) >= 2 else []
+    errors = series.errors
+    panels = int(bool(latency)) + int(bool(memory)) + int(bool(errors))
+    if not panels:
+        return None
+    fig = _mpl(".figure").Figure(figsize=(10.4 if panels > 1 else 7.2, 3.3), dpi=100)
+    axes = list(fig.subplots(1, panels, squeeze=False)[0])
+    if latency:
+        ax = axes.pop(0)
+        for name, label, points, colour in latency:
+            ax.plot([t for t, _ in points], [v for _, v in points], marker=".", label=label, color=colour)
+            check = checks.get(f"{name}_drift")
+            _trend_line(ax, check.trend if check else None, points[-1][0], colour)
+        ax.set_ylabel("seconds")
+        ax.set_ylim(bottom=0)
+        ax.set_title("latency per window (dashed: fitted trend)", fontsize=9)
+        ax.legend(fontsize=8, loc="best")
+    if memory:
+        ax = axes.pop(0)
+        ax.plot([t for t, _ in memory], [v / 2**20 for _, v in memory], color="#6a1b9a", marker=".")
+        check = checks.get("memory_growth")
+        _trend_line(ax, check.trend if check else None, memory[-1][0], "#6a1b9a", scale=1 / 2**20)
+        ax.set_ylabel("MiB")
+        ax.set_ylim(bottom=0)
+        ax.set_title("server memory", fontsize=9)
+    if errors:
+        ax = axes.pop(0)
+        width = (series.window_s or 1.0) * 0.8
+        ax.bar([t for t, _ in errors], [n for _, n in errors], width=width, color=MISSED_COLOUR)
+        ax.set_ylabel("failed requests")
+        ax.set_title("failures per window", fontsize=9)
+    for ax in fig.axes:
+        ax.set_xlabel("seconds into the soak")
+        ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return (f"The soak over time: {short_name(test.nodeid)}", _svg(fig))
+
+
+def capacity_charts(doc: RunDocument) -> dict[str, list[Chart]]:
+    """(caption, inline SVG) per capacity scenario anchor; empty when matplotlib is missing."""
+    drawn = [(anchor, test, s) for anchor, test, s in numbered(doc) if s.kind in CHARTED_KINDS]
+    if not drawn or not available():
+        return {}
+    out: dict[str, list[Chart]] = {}
+    with _mpl("").rc_context(_RC):
+        for anchor, test, scenario in drawn:
+            chart = (_soak_chart(test, scenario) if scenario.kind == "soak"
+                     else _climb_chart(test, scenario, slo_of(doc, test)))
+            if chart is not None and chart[1]:
+                out[anchor] = [chart]
+    return out

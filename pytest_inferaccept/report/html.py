@@ -38,15 +38,17 @@ def render(document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> str:
     """The page for a results document, as HTML text."""
     from markupsafe import Markup
 
-    from pytest_inferaccept.report.charts import load_charts
+    from pytest_inferaccept.report.charts import capacity_charts, load_charts
 
     run = load(document)
     page = build_page(run)
-    # Only two values go in unescaped: the package's own CSS and the SVG charts, which
+    # Only two kinds of value go in unescaped: the package's own CSS and the SVG charts, which
     # charts._svg has checked for script.
     charts = [(caption, Markup(svg)) for caption, svg in load_charts(run)]
+    scenario_charts = {anchor: [(caption, Markup(svg)) for caption, svg in drawn]
+                       for anchor, drawn in capacity_charts(run).items()}
     text: str = _environment().get_template("report.html.j2").render(
-        page=page, charts=charts, css=Markup(_css()))
+        page=page, charts=charts, capacity_charts=scenario_charts, css=Markup(_css()))
     # The document is scrubbed before it gets here; this last pass also catches a secret in the
     # form the template printed it (escaped).
     for secret in secrets:

@@ -163,6 +163,162 @@ class LoadResult(_Open):
     selfcheck: dict[str, Any] = Field(default_factory=dict)
 
 
+CapacityStatus = Literal["pass", "fail", "invalid"]
+Point = tuple[float, float]
+"""(seconds, value): one point of a capacity series."""
+
+
+class CapacityStep(_Open):
+    """One step of a capacity scenario: a level's counts, latencies, throughput, SLO and telemetry peaks."""
+
+    level: float = Field(description="concurrency (ladder, push), requests/s (sweep) or prompt tokens "
+                                     "(push_length)")
+    label: str = ""
+    measured: int = 0
+    failed: int = 0
+    error_rate: float | None = None
+    ttft_p50: float | None = None
+    ttft_p95: float | None = None
+    ttft_p99: float | None = None
+    e2e_p50: float | None = None
+    e2e_p95: float | None = None
+    e2e_p99: float | None = None
+    itl_p50: float | None = None
+    itl_p95: float | None = None
+    itl_p99: float | None = None
+    throughput_tokens_per_s: float | None = None
+    request_rate_per_s: float | None = None
+    achieved_concurrency: float | None = None
+    asked_rate: float | None = Field(default=None, description="the send rate the schedule asked for (req/s)")
+    achieved_rate: float | None = Field(default=None, description="the send rate achieved (req/s)")
+    achieved_fraction: float | None = Field(default=None, description="sweep: achieved_rate / asked_rate")
+    slo_status: str | None = Field(default=None, description="pass, fail, not_enough_data; null without SLO")
+    slo_failures: str = Field(default="", description="the SLO rows that failed, one sentence each")
+    client_bound: list[str] = Field(default_factory=list,
+                                    description="why the client, not the server, limited this step")
+    client_warnings: list[str] = Field(default_factory=list,
+                                       description="the same, kept as warnings with --client-check warn")
+    error_classes: dict[str, int] = Field(default_factory=dict)
+    error_statuses: dict[str, int] = Field(default_factory=dict, description="failed answers by HTTP status")
+    stopped_by: str | None = None
+    telemetry: dict[str, float] = Field(default_factory=dict,
+                                        description="the peak of each telemetry series during the step, by "
+                                                    "role (running, waiting, kv_cache, memory_bytes, ...)")
+    alive_after: bool | None = Field(default=None, description="push: the server answered after the step")
+
+
+class CapacityKnee(_Open):
+    """Where throughput stopped growing while latency climbed (level null: not within the levels)."""
+
+    level: float | None = None
+    reason: str = ""
+    efficiency: list[float | None] = Field(default_factory=list,
+                                           description="scaling efficiency from each level to the next")
+    method: dict[str, float] = Field(default_factory=dict)
+
+
+class SoakCheck(_Open):
+    """One check of a soak: latency drift, memory growth or error onset."""
+
+    status: str = Field(description="pass, fail, not_enough_data or not_measured")
+    text: str = ""
+    trend: dict[str, Any] | None = Field(default=None, description="n, slope_per_s, p_value, start, span_s, "
+                                                                   "change, relative_change")
+    tolerance: float | None = None
+    alpha: float | None = None
+    source: str | None = None
+    error_rate: float | None = None
+    limit: float | None = None
+    onset_s: float | None = None
+
+
+class CapacityBoundary(_Open):
+    """Where a push broke the server, and how it failed there."""
+
+    level: float | None = Field(default=None, description="push: the concurrency of the boundary")
+    length: int | None = Field(default=None, description="push_length: the prompt tokens of the boundary")
+    why: str | None = None
+    failed: int = 0
+    statuses: dict[str, int] = Field(default_factory=dict)
+    error_classes: dict[str, int] = Field(default_factory=dict)
+    shed: int = Field(default=0, description="failures that were 429 or 503")
+    retry_after: int = Field(default=0, description="shed answers that carried Retry-After")
+    rejection_median_s: float | None = None
+    alive_after: bool | None = None
+    alive_detail: str = ""
+    graceful: bool | None = None
+    problems: list[str] = Field(default_factory=list)
+
+
+class CapacityFindings(_Open):
+    """What a scenario found; which keys are set depends on its kind."""
+
+    knee: CapacityKnee | None = None
+    max_slo_level: float | None = Field(default=None, description="ladder, sweep: the highest level "
+                                        "meeting every SLO, counting up from the first")
+    max_slo_reason: str | None = None
+    stopped_early: str | None = None
+    unit: str | None = None
+    checks: dict[str, SoakCheck] = Field(default_factory=dict, description="soak: ttft_drift, e2e_drift, "
+                                         "memory_growth, errors")
+    boundary: CapacityBoundary | None = None
+    context_window: int | None = None
+
+
+class CapacityExplanation(_Open):
+    """One explanation drawn from the figures."""
+
+    kind: str = Field(description="queueing, saturated, kv_cache_full, errors_begin, client_bound, "
+                                  "latency_drift, memory_growing, boundary")
+    level: float | None = None
+    text: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class CapacitySeries(_Open):
+    """The soak's series: window medians of TTFT and end-to-end latency, memory, errors per window."""
+
+    window_s: float | None = None
+    ttft: list[Point] = Field(default_factory=list)
+    e2e: list[Point] = Field(default_factory=list)
+    memory_bytes: list[Point] = Field(default_factory=list)
+    errors: list[Point] = Field(default_factory=list)
+
+
+class TelemetrySeries(_Open):
+    """One sampled telemetry series."""
+
+    name: str
+    source: str = ""
+    points: list[Point] = Field(default_factory=list)
+
+
+class CapacityTelemetry(_Open):
+    """What the sampler read beside a scenario, and which sources were absent."""
+
+    interval_s: float | None = None
+    samples: int = 0
+    series: list[TelemetrySeries] = Field(default_factory=list)
+    absent: list[str] = Field(default_factory=list)
+
+
+class CapacityScenario(_Open):
+    """One capacity scenario a test ran (docs/capacity.md)."""
+
+    kind: str = Field(description="ladder, sweep, soak, push or push_length")
+    label: str = ""
+    status: CapacityStatus
+    headline: str = ""
+    reasons: list[str] = Field(default_factory=list, description="why the status is fail or invalid")
+    findings: CapacityFindings = Field(default_factory=CapacityFindings)
+    steps: list[CapacityStep] = Field(default_factory=list)
+    explanations: list[CapacityExplanation] = Field(default_factory=list)
+    series: CapacitySeries = Field(default_factory=CapacitySeries)
+    telemetry: CapacityTelemetry | None = None
+    notes: list[str] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class CheckResult(_Open):
     """One acceptance test's result."""
 
@@ -175,6 +331,8 @@ class CheckResult(_Open):
     slo: dict[str, float] | None = None
     evidence: Evidence = Field(default_factory=Evidence)
     load: list[LoadResult] = Field(default_factory=list)
+    capacity: list[CapacityScenario] = Field(default_factory=list, description="the capacity scenarios "
+                                             "the test ran (docs/capacity.md)")
     caused_by: int | None = Field(
         default=None, description="index in `causes` of the server stop that explains this failure")
 

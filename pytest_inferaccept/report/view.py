@@ -11,6 +11,7 @@ from datetime import datetime
 from pytest_inferaccept.capabilities import CAPABILITIES
 from pytest_inferaccept.expectations import check_id
 from pytest_inferaccept.report import words
+from pytest_inferaccept.report.capacity_view import ScenarioView, capacity_views
 from pytest_inferaccept.report.evidence_view import EvidenceView, evidence_view
 from pytest_inferaccept.report.load_table import load_table
 from pytest_inferaccept.report.model import CheckResult, RunDocument
@@ -201,6 +202,8 @@ class Page:
     charts: list[tuple[str, str]] = field(default_factory=list)
     baseline: BaselineView | None = None
     """The comparison with --inferaccept-baseline; None without one (no section is drawn)."""
+    capacity: tuple[ScenarioView, ...] = ()
+    """The capacity scenarios (ladder, sweep, soak, push); empty without one (no section is drawn)."""
 
 
 def anchor(nodeid: str) -> str:
@@ -523,4 +526,5 @@ def build_page(doc: RunDocument) -> Page:
         schema=doc.schema_id,
         plugin_version=doc.conditions.plugin_version,
         baseline=since,
+        capacity=capacity_views(doc, lambda test: f"#{anchor(test.nodeid)}"),
     )

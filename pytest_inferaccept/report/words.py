@@ -6,15 +6,33 @@ nothing (no load, no version), the sentence says so instead of guessing.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from pytest_inferaccept.capabilities import CAPABILITIES
-from pytest_inferaccept.report.model import CheckResult, LoadResult, RunDocument, SloRow
+from pytest_inferaccept.report.model import (
+    CapacityScenario,
+    CapacityStep,
+    CheckResult,
+    LoadResult,
+    RunDocument,
+    SloRow,
+)
 from pytest_inferaccept.report.units import fmt_limit, fmt_value, spec_label, status_class
 
 MAX_LISTED = 5
+SCENARIO_ORDER = ("ladder", "sweep", "soak", "push", "push_length")
+"""The order the capacity sentences are told in: how many users first, then how it holds and breaks."""
+_PERCENTILE_KEY = re.compile(r"^(ttft|e2e|itl|tpot)_(p\d+|mean|max)$")
+_METRIC_WORDS = {"ttft": "TTFT", "e2e": "end-to-end", "itl": "ITL", "tpot": "TPOT"}
+_KEY_WORDS = {"error_rate": "error rate", "throughput_min": "throughput", "request_rate_min": "request rate",
+              "goodput_min": "goodput"}
+_KNEE_WORDS = {
+    "queueing": "requests queue: the server's waiting gauge grows while throughput stays flat",
+    "saturated": "throughput stays flat while latency climbs",
+}
 NO_LOAD = ("No load test ran, so this run says nothing about latency, throughput or how many "
            "concurrent users the server can serve within an SLO.")
 
@@ -180,7 +198,8 @@ def answer(doc: RunDocument) -> list[str]:
     for test in doc.tests:
         ladder = _ladder_sentence(test)
         out.extend([ladder] if ladder else [_load_sentence(test, run) for run in test.load])
-    if not runs:
+    out.extend(capacity_sentences(doc))
+    if not runs and not capacity_scenarios(doc):
         out.append(NO_LOAD)
     return out
 
@@ -237,8 +256,9 @@ def limitations(doc: RunDocument) -> list[str]:
     """What this run could not show, written from the data (empty only for a complete run)."""
     out: list[str] = []
     runs = _load_runs(doc)
-    if not runs:
+    if not runs and not capacity_scenarios(doc):
         out.append(NO_LOAD)
+    out.extend(_capacity_limitations(doc))
     for test, run in runs:
         where = f"{short_name(test.nodeid)} at {spec_label(run.spec)}"
         for row in run.slo.rows if run.slo else []:
@@ -303,3 +323,226 @@ def _bottleneck(selfcheck: dict[str, object]) -> list[str]:
 
 def _gated(test: CheckResult) -> bool:
     return test.message.partition(":")[0] in ("unsupported", "broken")
+
+
+# -- capacity scenarios (docs/capacity.md) --
+
+
+def capacity_scenarios(doc: RunDocument) -> list[tuple[CheckResult, CapacityScenario]]:
+    """Every capacity scenario of the run with the test that ran it, in document order."""
+    return [(test, scenario) for test in doc.tests for scenario in test.capacity]
+
+
+def slo_of(doc: RunDocument, test: CheckResult) -> dict[str, float]:
+    """The SLO a test's load was judged against: its marker's, else the session's --slo."""
+    if test.slo:
+        return dict(test.slo)
+    session = (doc.conditions.settings.load or {}).get("slo")
+    if not isinstance(session, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in session.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def key_words(key: str) -> str:
+    """An SLO key as words: 'ttft_p95' reads 'TTFT p95', 'error_rate' reads 'error rate'."""
+    match = _PERCENTILE_KEY.match(key)
+    if match:
+        return f"{_METRIC_WORDS[match.group(1)]} {match.group(2)}"
+    return _KEY_WORDS.get(key, key)
+
+
+def slo_words(slo: Mapping[str, float]) -> str:
+    """The limits as words: 'TTFT p95 ≤ 300 ms, error rate ≤ 5 %'."""
+    return ", ".join(f"{key_words(k)} {fmt_limit(k, v)}" for k, v in slo.items())
+
+
+def level_words(kind: str, level: float) -> str:
+    """A scenario's level as the terminal prints it: 'c=8', '4.5 req/s', '2048 tokens'."""
+    if kind == "sweep":
+        return f"{level:g} req/s"
+    if kind == "push_length":
+        return f"{level:g} tokens"
+    return f"c={level:g}"
+
+
+def _amount(kind: str, level: float) -> str:
+    if kind == "sweep":
+        return f"{level:g} requests/s"
+    return f"{level:g} concurrent user{'' if level == 1 else 's'}"
+
+
+def statuses_words(statuses: Mapping[str, int]) -> str:
+    """Failed answers by status: 'HTTP 503 ×28, HTTP 500 ×2'."""
+    return ", ".join(f"HTTP {status} ×{count}" for status, count in sorted(statuses.items()))
+
+
+def step_figure(step: CapacityStep, key: str) -> float | None:
+    """The step's value of an SLO key (a latency percentile, the error rate, throughput), if it has one."""
+    if key == "throughput_min":
+        return step.throughput_tokens_per_s
+    if key == "request_rate_min":
+        return step.request_rate_per_s
+    if key == "error_rate" or _PERCENTILE_KEY.match(key):
+        value = getattr(step, key, None)
+        if value is None and step.model_extra:
+            value = step.model_extra.get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return None
+
+
+def _capitalised(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] if text else text
+
+
+def _sentence(text: str) -> str:
+    text = _capitalised(text)
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
+
+
+def _climb_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[str]:
+    """The ladder's (or sweep's) answer: how far it stays within the SLOs, and what happens past the knee."""
+    kind, found, steps = scenario.kind, scenario.findings, scenario.steps
+    if not steps:
+        return [_sentence(scenario.headline or f"the {kind} measured no level")]
+    if scenario.status == "invalid" and scenario.reasons:
+        return [f"The {kind} could not judge the server: {first_line(scenario.reasons[0])}."]
+    slo = slo_of(doc, test)
+    best = found.max_slo_level
+    knee = found.knee.level if found.knee is not None else None
+    verb, users = ("Serves", "concurrent users") if kind != "sweep" else ("Sustains", "requests/s")
+    if not slo:
+        head = f"No SLO was given, so the {kind} judges no level"
+    elif best is not None:
+        head = f"{verb} {_amount(kind, best)} within your SLOs ({slo_words(slo)})"
+    elif steps[0].slo_status == "fail":
+        head = f"Misses your SLOs ({slo_words(slo)}) even at {_amount(kind, steps[0].level)}"
+    else:
+        head = (f"Cannot tell how many {users} the server serves within your SLOs ({slo_words(slo)}): "
+                f"{first_line(found.max_slo_reason or 'no level could be judged', 200)}")
+    if knee is not None:
+        at_knee = next((e for e in scenario.explanations if e.level == knee and e.kind in _KNEE_WORDS), None)
+        why = _KNEE_WORDS[at_knee.kind] if at_knee else "throughput stops growing while latency climbs"
+        where = f"{knee:g}" if kind != "sweep" else f"{knee:g} requests/s"
+        tail = f"beyond {where}, {why}"
+    else:
+        tail = (f"throughput kept growing up to {_amount(kind, steps[-1].level)} (no knee within the "
+                f"{'levels' if kind != 'sweep' else 'rates'} measured)")
+    out = [f"{head}; {tail}."]
+    above = next((s for s in steps if best is not None and s.level > best), None) if slo else None
+    if above is not None:
+        failed = (f"{above.failed} of {above.measured} failed: {statuses_words(above.error_statuses)}"
+                  if above.failed and above.error_statuses else "")
+        figures = []
+        for key in slo:
+            value = step_figure(above, key)
+            if value is not None:
+                extra = f" ({failed})" if key == "error_rate" and failed else ""
+                figures.append(f"{key_words(key)} {fmt_value(key, value)}{extra}")
+        if failed and "error_rate" not in slo:
+            figures.append(failed)
+        if figures:
+            out.append(f"At {_amount(kind, above.level)}: {', '.join(figures)}.")
+    out += [_sentence(e.text) for e in scenario.explanations if e.kind == "kv_cache_full" and e.text]
+    return out
+
+
+def _soak_sentence(scenario: CapacityScenario) -> str:
+    """How the soak went: each check in a few words, the failing ones with their figures."""
+    params = scenario.params
+    duration, concurrency = params.get("duration_s"), params.get("concurrency")
+    head = "Over the soak"
+    if isinstance(duration, (int, float)) and isinstance(concurrency, (int, float)):
+        head = f"Over a {duration:g} s soak at {_amount('soak', concurrency)}"
+    calm = {"ttft_drift": "TTFT stable", "e2e_drift": "end-to-end latency stable",
+            "memory_growth": "memory stable", "errors": "no request failed"}
+    what = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end drift", "memory_growth": "memory growth",
+            "errors": "errors"}
+    parts: list[str] = []
+    bad = False
+    for name, check in scenario.findings.checks.items():
+        if check.status == "pass":
+            calm_words = calm.get(name, f"{name} passed")
+            if name == "errors" and check.error_rate:
+                calm_words = f"errors within the limit ({fmt_value('error_rate', check.error_rate)})"
+            parts.append(calm_words)
+        elif check.status == "not_measured":
+            parts.append(f"{what.get(name, name)} not measured")
+        elif check.status == "not_enough_data":
+            parts.append(f"{what.get(name, name)} not judged (too few windows)")
+        else:
+            bad = True
+            parts.append(first_line(check.text or f"{what.get(name, name)}: {check.status}", 200))
+    if not parts:
+        return _sentence(scenario.headline or "the soak judged nothing")
+    return f"{head}: {('; ' if bad else ', ').join(parts)}."
+
+
+def _push_sentence(scenario: CapacityScenario) -> str:
+    """Where pushing broke the server and whether it shed load gracefully."""
+    boundary = scenario.findings.boundary
+    if boundary is None or boundary.level is None:
+        top = scenario.steps[-1].level if scenario.steps else None
+        reach = f" up to {_amount('push', top)}" if top is not None else ""
+        return f"Pushed{reach}, the server did not break: the boundary is above what was pushed."
+    at = _amount("push", boundary.level)
+    if boundary.graceful and boundary.failed:
+        median = (f", median rejection {fmt_value('ttft_p50', boundary.rejection_median_s)}"
+                  if boundary.rejection_median_s is not None else "")
+        return (f"Pushed past capacity, it sheds load gracefully at {at}: {boundary.shed} rejected with "
+                f"{', '.join(f'HTTP {s}' for s in sorted(boundary.statuses))} ({boundary.retry_after} with "
+                f"Retry-After){median}, "
+                "and it answers afterwards.")
+    if boundary.graceful:
+        why = boundary.why or "latency past the breaker"
+        return (f"Pushed past capacity, it queues rather than rejecting at {at} ({why}), and it answers "
+                "afterwards.")
+    problems = "; ".join(boundary.problems) or "errors other than 429 or 503"
+    return f"Pushed past capacity, it falls over at {at} instead of shedding load: {problems}."
+
+
+def capacity_sentences(doc: RunDocument) -> list[str]:
+    """The capacity scenarios in plain words: the ladder's answer first, then the sweep, soak and pushes."""
+    ranked = sorted(capacity_scenarios(doc), key=lambda pair: SCENARIO_ORDER.index(pair[1].kind)
+                    if pair[1].kind in SCENARIO_ORDER else len(SCENARIO_ORDER))
+    out: list[str] = []
+    for test, scenario in ranked:
+        if scenario.kind in ("ladder", "sweep"):
+            out += _climb_sentences(doc, test, scenario)
+        elif scenario.kind == "soak":
+            out.append(_soak_sentence(scenario))
+        elif scenario.kind == "push":
+            out.append(_push_sentence(scenario))
+        elif scenario.kind == "push_length":
+            out.append(_sentence(scenario.headline or "the prompt-length push measured nothing"))
+            out += [_sentence(r) for r in scenario.reasons if r.strip() != scenario.headline.strip()]
+        else:
+            said = scenario.headline or scenario.status
+            out.append(_sentence(f"{scenario.kind} ({short_name(test.nodeid)}): {said}"))
+    return out
+
+
+def _capacity_limitations(doc: RunDocument) -> list[str]:
+    """What the capacity scenarios could not show: client-bound steps, levels that could not be judged."""
+    out: list[str] = []
+    for test, scenario in capacity_scenarios(doc):
+        name = short_name(test.nodeid)
+        if scenario.status == "invalid":
+            why = "; ".join(first_line(r, 200) for r in scenario.reasons) or "no reason recorded"
+            out.append(f"The {scenario.kind} in {name} could not judge the server: {why}.")
+        for step in scenario.steps:
+            if step.client_bound:
+                out.append(f"Client-bound in {name} at {level_words(scenario.kind, step.level)}: "
+                           f"{'; '.join(step.client_bound)}. Those numbers describe the client, not the "
+                           "server.")
+        lagged = [s for s in scenario.steps if s.client_warnings]
+        if lagged:
+            levels = ", ".join(level_words(scenario.kind, s.level) for s in lagged)
+            out.append(f"The client lagged in {name} at {levels} (judged anyway, as --client-check warn "
+                       f"asks): {first_line(lagged[0].client_warnings[0], 200)}")
+        reason = scenario.findings.max_slo_reason or ""
+        if "could not be judged: not enough data" in reason:
+            out.append(f"In {name}, {reason}: raise --capacity-step-requests or judge on the point estimate "
+                       "(--slo-judge point).")
+    return out

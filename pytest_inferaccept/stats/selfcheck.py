@@ -72,6 +72,10 @@ class ClientLoad:
     wall_s: float | None = None
     cpu_utilisation: float | None = None
     """cpu_s / wall_s: 1.0 is one core busy all the time."""
+    node: str | None = None
+    """The Ray node the worker ran on (--load-cluster); None on this machine."""
+    died: str | None = None
+    """Why the worker died mid-run (a Ray actor lost with its node); None: it finished."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ClientLoad:
@@ -88,11 +92,12 @@ class ClientLoad:
                    asked_rate=num("asked_rate"), achieved_rate=num("achieved_rate"),
                    schedule_lag_s=Lag.from_json(data.get("schedule_lag_s")),
                    loop_lag_s=Lag.from_json(data.get("loop_lag_s")),
-                   cpu_s=num("cpu_s"), wall_s=num("wall_s"), cpu_utilisation=num("cpu_utilisation"))
+                   cpu_s=num("cpu_s"), wall_s=num("wall_s"), cpu_utilisation=num("cpu_utilisation"),
+                   node=data.get("node"), died=data.get("died"))
 
     def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {
+        """Return a JSON-ready mapping (node and died only when set)."""
+        out: dict[str, Any] = {
             "worker": self.worker,
             "asked_concurrency": self.asked_concurrency,
             "achieved_concurrency": self.achieved_concurrency,
@@ -104,6 +109,8 @@ class ClientLoad:
             "wall_s": self.wall_s,
             "cpu_utilisation": self.cpu_utilisation,
         }
+        out.update({k: v for k, v in (("node", self.node), ("died", self.died)) if v is not None})
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,13 +184,20 @@ def bottleneck_reasons(data: SelfCheck | Mapping[str, Any],
     """
     check = data if isinstance(data, SelfCheck) else SelfCheck.from_json(data)
     th = thresholds or Thresholds()
-    reasons = _pace_reasons(check.total, check.mode, th, "the client ")
+    # A dead worker is the cause; the shortfall in pace it leaves is its symptom, so it comes first.
+    reasons = [f"worker {w.worker}{_on(w)} died ({w.died}): its requests in flight are counted as lost "
+               f"and the rest of its share was never sent; {_AFTERWORD}" for w in check.workers if w.died]
+    reasons += _pace_reasons(check.total, check.mode, th, "the client ")
     if len(check.workers) > 1:
         for w in check.workers:
-            reasons += _process_reasons(w, th, f"worker {w.worker}: the client ")
+            reasons += _process_reasons(w, th, f"worker {w.worker}{_on(w)}: the client ")
     else:
         reasons += _process_reasons(check.total, th, "the client ")
     return reasons
+
+
+def _on(worker: ClientLoad) -> str:
+    return f" on node {worker.node}" if worker.node else ""
 
 
 def steady_concurrency(spans: Iterable[tuple[float, float]], asked: int) -> float | None:

@@ -1,0 +1,235 @@
+"""Failure recovery: kill the launched server in the middle of a load, restart it, and time the way back.
+
+The load runs in the caller's thread through `measure` (one bounded closed-loop step); a timer
+thread calls `restart` `kill_after` seconds into it (the session kills the server's process
+group and starts the same command again), then polls `alive` every 0.2 s until the first good
+answer. The findings: when the kill came, how long until the server was ready again and until
+it answered, how many requests were lost and how they failed, and whether any client hung
+past its timeout instead of getting an error. Nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pytest_inferaccept.capacity.scenarios import Alive, CapacityResult, Measure, step_row
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.loadgen import LoadResult
+
+Restart = Callable[[], dict[str, Any]]
+"""Kill the server and start it again; returns monotonic times (see AcceptanceSession.restart_chat_server)."""
+
+POLL_S = 0.2
+"""Pause between liveness requests once the restarted server is ready."""
+HANG_GRACE_S = 2.0
+"""A failed request that took longer than the request timeout plus this hung instead of failing cleanly."""
+
+
+def recovery(
+    measure: Measure,
+    alive: Alive,
+    restart: Restart,
+    *,
+    concurrency: int,
+    duration: float,
+    kill_after: float,
+    request_timeout: float,
+    label: str,
+    answer_within: float = 30.0,
+    workload: Any = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> CapacityResult:
+    """Kill and restart the server `kill_after` seconds into a `duration`-second load at `concurrency`.
+
+    Fails when the server is not ready again, gives no good answer within `answer_within`
+    seconds of being ready, or a client hung past `request_timeout`; invalid when the kill never
+    happened (the load ended first, or the server could not be killed).
+    """
+    if not 0 < kill_after < duration:
+        raise ValueError(f"kill_after ({kill_after:g} s) must fall inside the load (0 < kill_after < "
+                         f"duration = {duration:g} s)")
+    box: dict[str, Any] = {}
+
+    def kill_and_restart() -> None:
+        try:
+            box["restart"] = restart()
+        except Exception as exc:  # the kill itself failed: reported, never raised in this thread
+            box["restart_failed"] = f"{type(exc).__name__}: {exc}"
+            return
+        if box["restart"].get("ready_at") is None:
+            return
+        deadline = time.monotonic() + answer_within
+        polls = 0
+        while True:
+            try:
+                ok, seen = alive()
+            except Exception as exc:  # a probe that raises is a probe that was not answered
+                ok, seen = False, f"{type(exc).__name__}: {exc}"
+            polls += 1
+            box["polls"], box["last_seen"] = polls, seen
+            if ok:
+                box["answer_at"] = time.monotonic()
+                return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(POLL_S)
+
+    # The engine imports its HTTP client when its first load starts (half a second on a small
+    # machine): imported before the timer starts, the kill lands `kill_after` s into the load itself.
+    import pytest_inferaccept.load.schedules  # noqa: F401
+
+    say(f"inferaccept: recovery: a {duration:g} s load at c={concurrency}; the server is killed "
+        f"{kill_after:g} s into it and started again")
+    timer = threading.Timer(kill_after, kill_and_restart)
+    timer.name = "inferaccept-recovery"
+    timer.daemon = True
+    started = time.monotonic()
+    timer.start()
+    try:
+        result = measure("recovery", concurrency=concurrency, duration=duration, warmup=0,
+                         workload=workload)
+    finally:
+        timer.cancel()  # the load ended before the kill (or raised): no kill
+        timer.join()  # a restart under way finishes (it is bounded by the ready timeout)
+    return _judge(result, box, started=started, concurrency=concurrency, duration=duration,
+                  kill_after=kill_after, request_timeout=request_timeout, answer_within=answer_within,
+                  label=label)
+
+
+def _worker_t0(result: LoadResult, fallback: float) -> dict[int, float]:
+    """Each worker's t0 on the monotonic clock (record times are seconds since it)."""
+    engine = result.run.selfcheck.get("engine", result.run.selfcheck)
+    out: dict[int, float] = {}
+    for entry in engine.get("per_worker") or []:
+        if isinstance(entry.get("t0"), (int, float)) and entry["t0"] > 0:
+            out[int(entry.get("worker") or 0)] = float(entry["t0"])
+    return out or {0: fallback}
+
+
+def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurrency: int,
+           duration: float, kill_after: float, request_timeout: float, answer_within: float,
+           label: str) -> CapacityResult:
+    t0s = _worker_t0(result, started)
+    load_t0 = min(t0s.values())
+
+    def at(worker: int, t: float) -> float:
+        return t0s.get(worker, load_t0) + t
+
+    measured = [r for r in result.records if not r.warmup]
+    failed = [r for r in measured if not r.ok]
+    hung = [r for r in failed if r.e2e > request_timeout + HANG_GRACE_S]
+    classes = Counter(r.error for r in failed if r.error)
+    statuses = Counter(r.status for r in failed if r.status is not None)
+    info: dict[str, Any] = box.get("restart") or {}
+    killed_at: float | None = info.get("killed_at")
+    ready_at: float | None = info.get("ready_at")
+    answer_at: float | None = box.get("answer_at")
+    row = step_row(concurrency, result)
+    findings: dict[str, Any] = {
+        "killed_at_s": None if killed_at is None else killed_at - load_t0,
+        "ready_s": info.get("ready_s"),
+        "first_good_answer_s": None if answer_at is None or killed_at is None else answer_at - killed_at,
+        "requests_measured": len(measured),
+        "requests_lost": len(failed),
+        "error_classes": dict(classes),
+        "error_statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "clean_errors": not hung,
+        "hung": len(hung),
+        "longest_failed_s": max((r.e2e for r in failed), default=None),
+        "requests_ok_after_restart": None,
+        "pid_killed": info.get("pid_killed"),
+        "pid_restarted": info.get("pid"),
+        "restart_error": info.get("error") or box.get("restart_failed"),
+        "liveness_polls": box.get("polls", 0),
+        "last_seen": box.get("last_seen"),
+    }
+    if killed_at is not None:
+        # Requests in flight when the server died, and those sent while it was down or back.
+        in_flight = [r for r in failed if at(r.worker, r.send) < killed_at]
+        after_kill = [r for r in measured if at(r.worker, r.send) >= killed_at]
+        back = [r for r in after_kill if r.ok]
+        findings["lost_in_flight"] = len(in_flight)
+        findings["lost_after_kill"] = len(failed) - len(in_flight)
+        findings["requests_ok_after_restart"] = len(back)
+        findings["first_load_answer_s"] = min((at(r.worker, r.end) - killed_at for r in back), default=None)
+    row["recovery"] = {k: findings[k] for k in ("killed_at_s", "ready_s", "first_good_answer_s")}
+    out = CapacityResult(
+        kind="recovery",
+        label=label,
+        status="pass",
+        headline="",
+        steps=[row],
+        findings=findings,
+        series=_timeline(measured, at, load_t0),
+        params={"concurrency": concurrency, "duration_s": duration, "kill_after_s": kill_after,
+                "request_timeout_s": request_timeout, "answer_within_s": answer_within,
+                "poll_s": POLL_S, "hang_grace_s": HANG_GRACE_S},
+    )
+    lost = _lost_text(findings, classes, statuses, len(hung), request_timeout)
+    if killed_at is None:
+        out.status = "invalid"
+        why = (f"the server could not be killed: {box['restart_failed']}" if "restart_failed" in box
+               else f"the load ended before the kill at {kill_after:g} s ({result.run.stopped_by})")
+        out.reasons.append(why)
+        out.headline = f"no recovery measured: {why}"
+        return out
+    when = f"killed {findings['killed_at_s']:.1f} s into the load"
+    if ready_at is None:
+        out.status = "fail"
+        error = findings["restart_error"] or "not ready again"
+        out.reasons.append(error)
+        out.headline = f"{when}: {error}; {lost}"
+    elif answer_at is None:
+        out.status = "fail"
+        why = (f"ready again {findings['ready_s']:.1f} s after the kill, but no good answer within "
+               f"{answer_within:g} s (last seen: {findings['last_seen']})")
+        out.reasons.append(why)
+        out.headline = f"{when}: {why}; {lost}"
+    else:
+        out.headline = (f"{when}: ready again {findings['ready_s']:.1f} s later, first good answer after "
+                        f"{findings['first_good_answer_s']:.1f} s; {lost}")
+    if hung:
+        out.status = "fail"
+        out.reasons.append(f"{len(hung)} request(s) hung past the request timeout ({request_timeout:g} s "
+                           f"+ {HANG_GRACE_S:g} s): the longest took {findings['longest_failed_s']:.1f} s")
+    return out
+
+
+def _lost_text(findings: dict[str, Any], classes: Counter[str], statuses: Counter[int], hung: int,
+               request_timeout: float) -> str:
+    """'12 requests lost (2 in flight at the kill, 10 sent after it), all with clean errors (...)'."""
+    n = findings["requests_lost"]
+    if not n:
+        return "no request lost"
+    kinds = [f"{c} ×{k}" for c, k in classes.most_common()]
+    # A stream cut after its 200 is a stream_error already; only error answers are named by status.
+    kinds += [f"HTTP {s} ×{k}" for s, k in sorted(statuses.items()) if s >= 300]
+    what = f" ({', '.join(kinds)})" if kinds else ""
+    noun = "request" if n == 1 else "requests"
+    split = ""
+    if findings.get("lost_in_flight") is not None:
+        split = (f" ({findings['lost_in_flight']} in flight at the kill, {findings['lost_after_kill']} "
+                 "sent after it)")
+    if not hung:
+        return f"{n} {noun} lost{split}, all with clean errors{what}"
+    return (f"{n} {noun} lost{split}{what}; {hung} of them hung past the request timeout "
+            f"({request_timeout:g} s)")
+
+
+def _timeline(measured: list[Any], at: Callable[[int, float], float], load_t0: float,
+              width: float = 0.5) -> dict[str, Any]:
+    """Answers and failures per `width` seconds of the load, by send time (the report's chart)."""
+    ok: Counter[int] = Counter()
+    bad: Counter[int] = Counter()
+    for r in measured:
+        slot = int((at(r.worker, r.send) - load_t0) // width)
+        (ok if r.ok else bad)[slot] += 1
+    slots = sorted(set(ok) | set(bad))
+    return {"window_s": width,
+            "ok": [[round((k + 0.5) * width, 3), ok[k]] for k in slots],
+            "failed": [[round((k + 0.5) * width, 3), bad[k]] for k in slots]}

@@ -1,0 +1,117 @@
+"""Options of the capacity scenarios (--capacity, --ladder, --soak-duration, ...), resolved once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+DEFAULT_LADDER = (1, 2, 4, 8, 16, 32)
+
+
+class CapacitySettingsError(ValueError):
+    """A capacity option that cannot be used; the message names the option."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacitySettings:
+    """How the capacity scenarios run; each step is bounded in requests and seconds."""
+
+    enabled: bool = False
+    """Run the bundled capacity suite (--capacity); a team's own loadgen.ladder(...) always runs."""
+    ladder: tuple[int, ...] = DEFAULT_LADDER
+    step_requests: int = 80
+    """Measured requests per ladder level or sweep step (at least 2 per slot)."""
+    step_duration: float = 30.0
+    """The most seconds one level or step may take (it ends at whichever bound comes first)."""
+    settle: int = 1
+    """Warm-up rounds per level: each slot's first `settle` requests are run and excluded."""
+    min_concurrency: int | None = None
+    """The least concurrency that must meet the SLOs (--capacity-min); None: any level is a result."""
+    breaker_error_rate: float = 0.10
+    breaker_latency: float = 30.0
+    """Stop climbing once latency p95 (end-to-end) exceeds this many seconds."""
+    sweep_rates: tuple[float, ...] | None = None
+    """Open-loop rates; None: derived from the ladder's knee when it ran, else 1, 2, 4, 8."""
+    soak_duration: float = 0.0
+    """Seconds of soak; 0: the soak does not run (it is long by nature)."""
+    soak_fraction: float = 0.75
+    soak_concurrency: int | None = None
+    drift_tolerance: float = 0.10
+    memory_tolerance: float = 0.05
+    push_max: int = 256
+    context_window: int | None = None
+    gpu_telemetry: str | None = None
+
+    def describe(self) -> dict[str, object]:
+        """JSON-ready form."""
+        out = asdict(self)
+        out["ladder"] = list(self.ladder)
+        out["sweep_rates"] = list(self.sweep_rates) if self.sweep_rates else None
+        return out
+
+
+def _number_list(option: str, raw: str, cast: Callable[[str], float]) -> tuple[float, ...]:
+    try:
+        values = tuple(cast(x.strip()) for x in raw.split(",") if x.strip())
+    except ValueError:
+        raise CapacitySettingsError(f"{option} {raw!r}: expected a comma-separated list of numbers") from None
+    if not values or any(v <= 0 for v in values):
+        raise CapacitySettingsError(f"{option} {raw!r}: expected positive numbers")
+    if list(values) != sorted(set(values)):
+        raise CapacitySettingsError(f"{option} {raw!r}: expected increasing values, each once")
+    return values
+
+
+def _num(
+    option: str,
+    raw: str | None,
+    default: float,
+    *,
+    integer: bool = False,
+    zero: bool = False,
+    most: float | None = None,
+) -> float:
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        raise CapacitySettingsError(
+            f"{option} {raw!r}: expected a {'whole ' if integer else ''}number"
+        ) from None
+    if value < 0 or (value == 0 and not zero) or (most is not None and value > most):
+        bound = f" at most {most:g}" if most is not None else ""
+        raise CapacitySettingsError(
+            f"{option} {raw!r}: expected a {'non-negative' if zero else 'positive'} number{bound}"
+        )
+    return value
+
+
+def resolve_capacity(lookup: Callable[[str], str | None], enabled: bool) -> CapacitySettings:
+    """CapacitySettings from raw option values (CLI, else ini, else None)."""
+    ladder_raw = lookup("ladder")
+    rates_raw = lookup("sweep_rates")
+    min_raw = lookup("capacity_min")
+    soak_c = lookup("soak_concurrency")
+    window = lookup("context_window")
+    return CapacitySettings(
+        enabled=enabled,
+        ladder=tuple(int(v) for v in _number_list("--ladder", ladder_raw, int))
+        if ladder_raw
+        else DEFAULT_LADDER,
+        step_requests=int(_num("--capacity-step-requests", lookup("step_requests"), 80, integer=True)),
+        step_duration=_num("--capacity-step-duration", lookup("step_duration"), 30.0),
+        settle=int(_num("--ladder-settle", lookup("settle"), 1, integer=True, zero=True)),
+        min_concurrency=int(_num("--capacity-min", min_raw, 1, integer=True)) if min_raw else None,
+        breaker_error_rate=_num("--breaker-error-rate", lookup("breaker_error_rate"), 0.10, most=1.0),
+        breaker_latency=_num("--breaker-latency", lookup("breaker_latency"), 30.0),
+        sweep_rates=_number_list("--sweep-rates", rates_raw, float) if rates_raw else None,
+        soak_duration=_num("--soak-duration", lookup("soak_duration"), 0.0, zero=True),
+        soak_fraction=_num("--soak-fraction", lookup("soak_fraction"), 0.75, most=1.0),
+        soak_concurrency=int(_num("--soak-concurrency", soak_c, 1, integer=True)) if soak_c else None,
+        drift_tolerance=_num("--drift-tolerance", lookup("drift_tolerance"), 0.10),
+        memory_tolerance=_num("--memory-tolerance", lookup("memory_tolerance"), 0.05),
+        push_max=int(_num("--push-max", lookup("push_max"), 256, integer=True)),
+        context_window=int(_num("--context-window", window, 1, integer=True)) if window else None,
+        gpu_telemetry=lookup("gpu_telemetry") or None,
+    )

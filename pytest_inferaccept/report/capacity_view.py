@@ -1,0 +1,381 @@
+"""The Capacity section as data: one view per scenario (ladder, sweep, soak, push, prompt length).
+
+Every value here is text for the template to print (escaped there); the charts of the same
+scenarios are drawn by `charts.capacity_charts`, keyed by the scenario's anchor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pytest_inferaccept.report import words
+from pytest_inferaccept.report.model import (
+    CapacityBoundary,
+    CapacityScenario,
+    CapacityStep,
+    CheckResult,
+    RunDocument,
+)
+from pytest_inferaccept.report.units import fmt_number, fmt_value, status_class, status_words
+
+TITLES = {"ladder": "Concurrency ladder", "sweep": "Open-loop rate sweep", "soak": "Soak",
+          "push": "Push to failure", "push_length": "Prompt length boundary"}
+CHECK_NAMES = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end latency drift",
+               "memory_growth": "memory growth", "errors": "error onset"}
+EXPLANATION_WORDS = {"queueing": "queueing", "saturated": "saturated", "kv_cache_full": "KV cache full",
+                     "errors_begin": "errors begin", "client_bound": "client-bound",
+                     "latency_drift": "latency drift", "memory_growing": "memory growing",
+                     "boundary": "boundary"}
+MEMORY_ROLES = ("memory_bytes", "launched_rss_bytes")
+"""Telemetry roles holding the server's resident memory, the first present wins."""
+NO_VALUE = "—"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its value and, under it in small print, a detail."""
+
+    text: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    """One level of a scenario: its figures, its SLO status and its marks (knee, highest within the SLOs)."""
+
+    level: str
+    marks: tuple[tuple[str, str], ...]
+    """(css class, words) of each mark: ("knee", "knee"), ("best", "highest within the SLOs")."""
+    cells: tuple[Cell, ...]
+    slo: str
+    slo_class: str
+    css: str
+
+
+@dataclass(frozen=True)
+class LevelTable:
+    """A scenario's steps: one row per level, the columns a reader compares across levels."""
+
+    level_title: str
+    columns: tuple[str, ...]
+    rows: tuple[LevelRow, ...]
+    has_slo: bool
+    footnotes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    """One soak check: its name, its status and what was seen."""
+
+    name: str
+    status: str
+    status_class: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ExplanationView:
+    """One explanation drawn from the figures."""
+
+    kind: str
+    level: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ScenarioView:
+    """One capacity scenario as the page draws it."""
+
+    anchor: str
+    kind: str
+    title: str
+    check: str
+    href: str
+    status: str
+    status_class: str
+    headline: str
+    reasons: tuple[str, ...]
+    facts: tuple[tuple[str, str], ...]
+    """Label and value pairs: the knee, the highest level within the SLOs, the boundary, the settings."""
+    verdict: str = ""
+    """push and push_length: how it failed at the boundary (graceful, queues, falls over, clean refusal)."""
+    verdict_class: str = ""
+    problems: tuple[str, ...] = ()
+    checks: tuple[CheckLine, ...] = ()
+    table: LevelTable | None = None
+    windows: tuple[tuple[str, ...], ...] = ()
+    """soak: (time, TTFT median, e2e median, errors) per window."""
+    explanations: tuple[ExplanationView, ...] = ()
+    notes: tuple[str, ...] = ()
+    telemetry: str = ""
+
+
+def scenario_anchor(number: int) -> str:
+    """The HTML id of the page's `number`-th capacity scenario (from 1)."""
+    return f"capacity-{number}"
+
+
+def numbered(doc: RunDocument) -> list[tuple[str, CheckResult, CapacityScenario]]:
+    """Each scenario with its anchor and its test, in document order."""
+    return [(scenario_anchor(n), test, scenario)
+            for n, (test, scenario) in enumerate(words.capacity_scenarios(doc), start=1)]
+
+
+def _latency(value: float | None) -> str:
+    return fmt_value("ttft_p95", value) if value is not None else NO_VALUE
+
+
+def _rate(value: float | None) -> str:
+    return fmt_number(value) if value is not None else NO_VALUE
+
+
+def fmt_bytes(value: float | None) -> str:
+    """Bytes as MiB or GiB: '200 MiB', '14.2 GiB'."""
+    if value is None:
+        return NO_VALUE
+    if value >= 2**30:
+        return f"{value / 2**30:.3g} GiB"
+    return f"{value / 2**20:.4g} MiB"
+
+
+def _peak_memory(step: CapacityStep) -> float | None:
+    return next((step.telemetry[r] for r in MEMORY_ROLES if r in step.telemetry), None)
+
+
+def _gpu_memory(step: CapacityStep) -> float | None:
+    used = [v for k, v in step.telemetry.items() if k.startswith("gpu") and k.endswith("_memory_bytes")
+            and not k.endswith("_total_bytes")]
+    return sum(used) if used else None
+
+
+def _gpu_util(step: CapacityStep) -> float | None:
+    util = [v for k, v in step.telemetry.items() if k.startswith("gpu") and k.endswith("_utilisation")]
+    return max(util) if util else None
+
+
+Column = tuple[str, Callable[[CapacityStep], Cell | None]]
+"""A heading and how a step fills it (None: the step has no value; a column no step has is left out)."""
+
+
+def _failed(step: CapacityStep) -> Cell:
+    return Cell(str(step.failed), words.statuses_words(step.error_statuses))
+
+
+def _maybe(value: float | None, fmt: Callable[[float | None], str]) -> Cell | None:
+    return None if value is None else Cell(fmt(value))
+
+
+def _achieved_concurrency(step: CapacityStep) -> Cell | None:
+    got = step.achieved_concurrency
+    return None if got is None else Cell(f"{got:.3g} of {step.level:g}")
+
+
+def _achieved_rate(step: CapacityStep) -> Cell | None:
+    got, asked = step.achieved_rate, step.asked_rate
+    if got is None:
+        return None
+    if asked:
+        fraction = step.achieved_fraction if step.achieved_fraction is not None else got / asked
+        return Cell(f"{got:.3g} of {asked:.3g}", f"{fraction:.0%}")
+    return Cell(f"{got:.3g}")
+
+
+def _alive(step: CapacityStep) -> Cell | None:
+    if step.alive_after is None:
+        return None
+    return Cell("yes" if step.alive_after else "NO")
+
+
+def _columns(kind: str) -> list[Column]:
+    columns: list[Column] = [
+        ("requests", lambda s: Cell(str(s.measured))),
+        ("failed", _failed),
+        ("TTFT p50", lambda s: _maybe(s.ttft_p50, _latency)),
+        ("TTFT p95", lambda s: _maybe(s.ttft_p95, _latency)),
+        ("e2e p95", lambda s: _maybe(s.e2e_p95, _latency)),
+        ("tokens/s", lambda s: _maybe(s.throughput_tokens_per_s, _rate)),
+        ("req/s", lambda s: _maybe(s.request_rate_per_s, _rate)),
+    ]
+    if kind == "sweep":
+        columns.append(("send rate: achieved of asked (req/s)", _achieved_rate))
+    elif kind != "push_length":
+        columns.append(("achieved concurrency", _achieved_concurrency))
+    columns += [
+        ("peak waiting", lambda s: _maybe(s.telemetry.get("waiting"), fmt_number)),
+        ("peak KV cache", lambda s: _maybe(s.telemetry.get("kv_cache"),
+                                           lambda v: fmt_value("error_rate", v))),
+        ("peak memory", lambda s: _maybe(_peak_memory(s), fmt_bytes)),
+        ("peak GPU memory", lambda s: _maybe(_gpu_memory(s), fmt_bytes)),
+        ("peak GPU busy", lambda s: _maybe(_gpu_util(s), lambda v: fmt_value("error_rate", v))),
+        ("answers after", _alive),
+    ]
+    return columns
+
+
+def level_table(scenario: CapacityScenario) -> LevelTable | None:
+    """The scenario's steps as a table with the knee and the highest SLO-compliant level marked."""
+    steps = scenario.steps
+    if not steps:
+        return None
+    kind = scenario.kind
+    knee = scenario.findings.knee.level if scenario.findings.knee is not None else None
+    best = scenario.findings.max_slo_level
+    columns = [(title, get) for title, get in _columns(kind) if any(get(s) is not None for s in steps)]
+    # One request at a time past the context window: an SLO says nothing about where the refusal starts.
+    has_slo = kind != "push_length" and any(s.slo_status for s in steps)
+    rows: list[LevelRow] = []
+    notes: list[str] = []
+    for step in steps:
+        level = words.level_words(kind, step.level)
+        marks: list[tuple[str, str]] = []
+        if knee is not None and step.level == knee:
+            marks.append(("knee", "knee"))
+        if best is not None and step.level == best:
+            marks.append(("best", "highest within the SLOs"))
+        if step.client_bound:
+            marks.append(("client", "client-bound"))
+            notes.append(f"{level}: client-bound: {'; '.join(step.client_bound)}")
+        for warning in step.client_warnings:
+            notes.append(f"{level}: client warning (judged anyway): {warning}")
+        if step.slo_failures and has_slo:
+            notes.append(f"{level}: SLO missed: {step.slo_failures}")
+        cells = tuple(get(step) or Cell(NO_VALUE) for _, get in columns)
+        rows.append(LevelRow(level=level, marks=tuple(marks), cells=cells,
+                             slo=status_words(step.slo_status) if step.slo_status else "",
+                             slo_class=status_class(step.slo_status),
+                             css=" ".join(css for css, _ in marks)))
+    title = {"sweep": "rate asked", "push_length": "prompt"}.get(kind, "concurrency")
+    return LevelTable(level_title=title, columns=tuple(t for t, _ in columns), rows=tuple(rows),
+                      has_slo=has_slo, footnotes=tuple(notes))
+
+
+def _climb_facts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[tuple[str, str]]:
+    found, kind, params = scenario.findings, scenario.kind, scenario.params
+    slo = words.slo_of(doc, test)
+    facts = [("SLO", words.slo_words(slo) if slo else "none given: no level is judged")]
+    if found.max_slo_level is not None:
+        facts.append(("highest within the SLOs", words.level_words(kind, found.max_slo_level)
+                      + (f" ({found.max_slo_reason})" if found.max_slo_reason else "")))
+    elif slo:
+        facts.append(("highest within the SLOs", f"none ({found.max_slo_reason or 'no level passed'})"))
+    knee = found.knee
+    if knee is not None and knee.level is not None:
+        why = f": {knee.reason}" if knee.reason else ""
+        facts.append(("knee", words.level_words(kind, knee.level) + why))
+    elif knee is not None:
+        facts.append(("knee", knee.reason or "not reached"))
+    if found.stopped_early:
+        facts.append(("stopped early", found.stopped_early))
+    per = [f"{params[k]} requests" for k in ("requests_per_level", "requests_per_step") if params.get(k)]
+    per += [f"at most {params[k]:g} s" for k in ("max_seconds_per_level", "max_seconds_per_step")
+            if isinstance(params.get(k), (int, float))]
+    if per:
+        facts.append(("each level", ", ".join(per)))
+    return facts
+
+
+def _soak(scenario: CapacityScenario) -> tuple[list[tuple[str, str]], tuple[CheckLine, ...],
+                                               tuple[tuple[str, ...], ...]]:
+    params = scenario.params
+    facts: list[tuple[str, str]] = []
+    if params.get("concurrency") is not None:
+        basis = f" ({params['basis']})" if params.get("basis") else ""
+        facts.append(("concurrency", f"{params['concurrency']}{basis}"))
+    if isinstance(params.get("duration_s"), (int, float)):
+        window = params.get("window_s")
+        facts.append(("duration", f"{params['duration_s']:g} s"
+                      + (f", judged on medians per {window:g} s window" if isinstance(window, (int, float))
+                         else "")))
+    checks = tuple(CheckLine(name=CHECK_NAMES.get(name, name), status=status_words(check.status),
+                             status_class=status_class(check.status)
+                             if check.status != "not_measured" else "nodata", text=check.text)
+                   for name, check in scenario.findings.checks.items())
+    series = scenario.series
+    ttft = {t: v for t, v in series.ttft}
+    e2e = {t: v for t, v in series.e2e}
+    errors = {t: v for t, v in series.errors}
+    windows = tuple((f"{t:g} s", _latency(ttft.get(t)), _latency(e2e.get(t)), f"{errors.get(t, 0):g}")
+                    for t in sorted({*ttft, *e2e, *errors}))
+    return facts, checks, windows
+
+
+def _boundary_facts(kind: str, boundary: CapacityBoundary,
+                    context_window: int | None) -> tuple[list[tuple[str, str]], str, str]:
+    """(facts, how it failed in words, css class) of a push's or a prompt-length push's boundary."""
+    at = boundary.level if kind == "push" else boundary.length
+    facts = [("boundary", words.level_words(kind, at) if at is not None else "unknown")]
+    if boundary.why:
+        facts.append(("why there", boundary.why))
+    statuses = words.statuses_words(boundary.statuses)
+    facts.append(("failed answers", f"{boundary.failed}" + (f" ({statuses})" if statuses else "")))
+    if kind == "push":
+        if boundary.shed:
+            facts.append(("rejected with 429 / 503",
+                          f"{boundary.shed}, {boundary.retry_after} with Retry-After"))
+        if boundary.rejection_median_s is not None:
+            facts.append(("median rejection time", _latency(boundary.rejection_median_s)))
+    else:
+        facts.append(("context window", f"{context_window} tokens" if context_window else "not reported"))
+    if boundary.alive_after is not None:
+        facts.append(("answers afterwards", ("yes" if boundary.alive_after else "NO")
+                      + (f" ({boundary.alive_detail})" if boundary.alive_detail else "")))
+    if kind == "push_length":
+        return facts, ("clean refusal" if boundary.graceful else "breaks"), (
+            "pass" if boundary.graceful else "fail")
+    if boundary.graceful and boundary.failed:
+        return facts, "sheds load gracefully", "pass"
+    if boundary.graceful:
+        return facts, "queues (no errors)", "nodata"
+    return facts, "falls over", "fail"
+
+
+def _telemetry(scenario: CapacityScenario) -> str:
+    t = scenario.telemetry
+    if t is None or not t.series:
+        return ""
+    every = f" every {t.interval_s:g} s" if t.interval_s else ""
+    sources = ", ".join(f"{s.name} ({s.source})" if s.source else s.name for s in t.series)
+    return f"Telemetry sampled{every} ({t.samples} samples): {sources}."
+
+
+def scenario_view(doc: RunDocument, anchor: str, test: CheckResult, scenario: CapacityScenario,
+                  href: str) -> ScenarioView:
+    """One scenario for the page."""
+    kind = scenario.kind
+    facts: list[tuple[str, str]] = []
+    checks: tuple[CheckLine, ...] = ()
+    windows: tuple[tuple[str, ...], ...] = ()
+    verdict = verdict_class = ""
+    problems: tuple[str, ...] = ()
+    if kind in ("ladder", "sweep"):
+        facts = _climb_facts(doc, test, scenario)
+    elif kind == "soak":
+        facts, checks, windows = _soak(scenario)
+    elif kind in ("push", "push_length"):
+        boundary = scenario.findings.boundary
+        if boundary is not None:
+            facts, verdict, verdict_class = _boundary_facts(kind, boundary, scenario.findings.context_window)
+            problems = tuple(boundary.problems) if not boundary.graceful else ()
+        else:
+            top = scenario.steps[-1].level if scenario.steps else None
+            facts = [("boundary", "none found" + (f" up to {words.level_words(kind, top)}"
+                                                  if top is not None else ""))]
+            verdict, verdict_class = "did not break", "pass"
+    explanations = tuple(
+        ExplanationView(kind=EXPLANATION_WORDS.get(e.kind, e.kind),
+                        level=words.level_words(kind, e.level) if e.level is not None else "", text=e.text)
+        for e in scenario.explanations)
+    return ScenarioView(
+        anchor=anchor, kind=kind, title=TITLES.get(kind, kind), check=words.short_name(test.nodeid),
+        href=href, status=scenario.status, status_class=status_class(scenario.status),
+        headline=scenario.headline, reasons=tuple(scenario.reasons), facts=tuple(facts),
+        verdict=verdict, verdict_class=verdict_class, problems=problems, checks=checks,
+        table=level_table(scenario), windows=windows, explanations=explanations,
+        notes=tuple(scenario.notes), telemetry=_telemetry(scenario))
+
+
+def capacity_views(doc: RunDocument, href_of: Callable[[CheckResult], str]) -> tuple[ScenarioView, ...]:
+    """Every capacity scenario of the run, as the Capacity section draws them."""
+    return tuple(scenario_view(doc, anchor, test, scenario, href_of(test))
+                 for anchor, test, scenario in numbered(doc))

@@ -1,0 +1,56 @@
+"""Capacity and stability (--capacity): a concurrency ladder to the knee, an open-loop sweep, a push
+to failure in concurrency and in prompt length, and a soak (--soak-duration).
+
+Each scenario is bounded in requests and seconds per step (--capacity-step-requests,
+--capacity-step-duration) and stops by itself; a circuit breaker (--breaker-error-rate,
+--breaker-latency) ends a climb early. The SLO (--slo, --slo-profile) decides the highest
+compliant level; --capacity-min N makes a level below N a NO-GO. docs/capacity.md has the rules.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.loadgen import LoadGen
+
+
+def _enabled(loadgen: LoadGen) -> None:
+    if not loadgen.settings.capacity.enabled:
+        pytest.skip("capacity scenarios run with --capacity (they take minutes)")
+
+
+def test_concurrency_ladder(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    result = loadgen.ladder()
+    inferaccept_evidence.note(result.headline)
+
+
+def test_rate_sweep(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    rates, why = loadgen.rates_around_knee()
+    result = loadgen.sweep(rates)
+    result.notes.insert(0, f"rates: {why}")
+    inferaccept_evidence.note(f"rates {', '.join(f'{r:g}' for r in rates)} req/s ({why}): {result.headline}")
+
+
+def test_soak(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    duration = loadgen.settings.capacity.soak_duration
+    if not duration:
+        pytest.skip("the soak runs with --soak-duration SECONDS")
+    concurrency, basis = loadgen.soak_level()
+    result = loadgen.soak(concurrency=concurrency, duration=duration, basis=basis)
+    inferaccept_evidence.note(result.headline)
+
+
+def test_push_to_failure(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    result = loadgen.push()
+    inferaccept_evidence.note(result.headline)
+
+
+def test_prompt_length_boundary(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    result = loadgen.push_length()
+    inferaccept_evidence.note(result.headline)

@@ -1,0 +1,21 @@
+"""Failure recovery (--capacity, a server the plugin launched): kill it mid-load and restart it.
+
+The launched server's process group is killed 3 s into a 20 s closed-loop load and the same
+command is started again on the same port. The scenario reports the time to ready, the time to
+the first good answer, the requests lost and how they failed; a server that does not come back,
+or a client left hanging past the request timeout, fails it. docs/capacity.md has the rules.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.loadgen import LoadGen
+
+
+def test_recovery_after_a_kill(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    if not loadgen.settings.capacity.enabled:
+        pytest.skip("capacity scenarios run with --capacity (they take minutes)")
+    result = loadgen.recovery()  # skips against a server the plugin did not launch
+    inferaccept_evidence.note(result.headline)

@@ -1,0 +1,44 @@
+"""How the workload moves latency (--capacity): latency per input and output length bucket, short
+prompts delayed by long ones, a shared prefix against unique prompts, and multi-turn conversations.
+
+Informational: each reports its figures and passes unless nothing could be measured (fail) or the
+client limited it (INVALID); every step is bounded by --capacity-step-duration seconds. The context
+window (--context-window, else what the server reports) caps the lengths. docs/capacity.md has
+the details.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.loadgen import LoadGen
+
+
+def _enabled(loadgen: LoadGen) -> None:
+    if not loadgen.settings.capacity.enabled:
+        pytest.skip("capacity scenarios run with --capacity (they take minutes)")
+
+
+def test_latency_by_length_bucket(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    result = loadgen.lengths()
+    inferaccept_evidence.note(result.headline)
+
+
+def test_long_prompts_delay_short_ones(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    result = loadgen.interference()
+    inferaccept_evidence.note(result.headline)
+
+
+def test_shared_prefix_against_unique_prompts(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    result = loadgen.prefix_cache()
+    inferaccept_evidence.note(result.headline)
+
+
+def test_multi_turn_conversations(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    _enabled(loadgen)
+    result = loadgen.multi_turn()
+    inferaccept_evidence.note(result.headline)
