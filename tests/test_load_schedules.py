@@ -96,8 +96,11 @@ def test_the_hard_bound_cancels_requests_in_flight_and_keeps_their_records() -> 
                                 max_seconds=0.5))
     assert run.stopped_by == "max_seconds"
     assert [r.error for r in run.records] == ["cancelled"] * 3
-    # e2e runs from each send to the cut: at most the bound, plus a loaded machine's slack
-    assert all(0.2 <= r.e2e <= 3.0 for r in run.records), [r.e2e for r in run.records]
+    # Each record runs from its send to the one cut that ended them all: a loaded machine may send
+    # late (so e2e may be well under the bound) but the cut is one moment for the three.
+    assert all(0 < r.e2e <= 3.0 for r in run.records), [r.e2e for r in run.records]
+    ends = [r.end for r in run.records]
+    assert max(ends) - min(ends) < 0.2, ends
 
 
 def test_warm_up_requests_run_first_and_are_flagged() -> None:
