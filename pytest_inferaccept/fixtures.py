@@ -113,7 +113,9 @@ def loadgen(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest)
         scenarios.append(result)
         session.capacity_results.append(result)
 
-    launched = session.processes[0].pid if inferaccept_server.launched and session.processes else None
+    launched = None
+    if inferaccept_server.launched:  # read the process's memory from /proc, also from an xdist worker
+        launched = session.processes[0].pid if session.processes else session.adopted_pid
     # Only the process that launched the server can restart it (an xdist worker only adopted it).
     restart = session.restart_chat_server if inferaccept_server.launched and session.processes else None
     return LoadGen(server=inferaccept_server, settings=session.settings,

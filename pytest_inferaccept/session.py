@@ -50,6 +50,8 @@ class AcceptanceSession:
         self.progress_timing = (FIRST_AFTER, EVERY)
         """(first line after, then at most one line every) seconds, for every Progress."""
         self.processes: list[ServerProcess] = []
+        self.adopted_pid: int | None = None
+        """The chat server's pid when another process of the run launched it (an xdist controller)."""
         self.signals = StopSignals()
         self.other_failures: list[str] = []
         """Tests outside the acceptance verdict that failed or errored, and collection errors."""
@@ -123,10 +125,12 @@ class AcceptanceSession:
             self.probe("auth")
         return self._server
 
-    def adopt(self, server: ServerUnderTest | None, failure: str | None = None) -> None:
+    def adopt(self, server: ServerUnderTest | None, failure: str | None = None,
+              pid: int | None = None) -> None:
         """Use a server another process started or reached (an xdist worker gets the controller's)."""
         self._server = server
         self._failure = failure
+        self.adopted_pid = pid
 
     def _launch(self, name: str, argv_or_cmd: str | tuple[str, ...], env: dict[str, str],
                 ready_paths: tuple[str, ...], timeout: float,

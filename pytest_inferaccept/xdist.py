@@ -132,8 +132,9 @@ class XdistPlugin:
         if self.shared is None:
             return
         server = None if self.failure else self.state.server()
+        pid = self.state.processes[0].pid if server is not None and self.state.processes else None
         node.workerinput[KEY] = {"server": server.to_json() if server else None,
-                                 "failure": self.failure, "shared": str(self.shared)}
+                                 "failure": self.failure, "shared": str(self.shared), "pid": pid}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Remember which worker ran each test (its causes are numbered per worker)."""
@@ -200,7 +201,7 @@ class XdistPlugin:
         self.failure = given["failure"]
         state = self.state
         server = server_from_json(given["server"]) if given["server"] else None
-        state.adopt(server, self.failure)
+        state.adopt(server, self.failure, pid=given.get("pid"))
         state.share_probe = SharedProbes(self.shared)
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:

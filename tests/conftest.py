@@ -8,6 +8,7 @@ import os
 import pkgutil
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Imported here, once: pytester removes modules a test imported when that test ends, and code
 # run later would then load a second copy of them: the fake server would have two ApiError
@@ -63,9 +64,26 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     option = config.option
     if (not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER")
             or getattr(option, "numprocesses", 0) is not None or option.collectonly
-            or getattr(option, "usepdb", False)):
+            or getattr(option, "usepdb", False) or not _only_own_tests(config)):
         return
     option.numprocesses = OWN_WORKERS
+
+
+def _only_own_tests(config: pytest.Config) -> bool:
+    """Does the run collect this folder's tests and nothing else (and not single tests by node id)?
+
+    pytest loads this conftest for other runs from the checkout too (`pytest --pyargs
+    pytest_inferaccept.suites --server-preset llama-cpp`, `pytest suites/`): those must stay in
+    one process, as a user's run of the bundled suites does.
+    """
+    if config.option.pyargs or not config.args or any("::" in arg for arg in config.args):
+        return False  # a test given by its node id starts faster in one process than 4 workers do
+    here = Path(__file__).parent.resolve()
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if not path.is_relative_to(here):
+            return False
+    return True
 
 
 @pytest.fixture

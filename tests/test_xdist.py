@@ -49,10 +49,10 @@ import pytest
 LOG = os.environ["TIMES_LOG"]
 
 
-def _note(name, start):
+def _note(name, start, **more):
     with open(LOG, "a") as fh:
         fh.write(json.dumps({"name": name, "start": start, "end": time.time(),
-                             "worker": os.environ.get("PYTEST_XDIST_WORKER")}) + "\\n")
+                             "worker": os.environ.get("PYTEST_XDIST_WORKER"), **more}) + "\\n")
 
 
 @pytest.mark.parametrize("n", range(6))
@@ -65,7 +65,7 @@ def test_conformance_check(inferaccept_server, n):
 def test_load_runs_alone(loadgen):
     start = time.time()
     loadgen.run(concurrency=2, requests=6)
-    _note("load", start)
+    _note("load", start, sampled_pid=loadgen.sampler().pid)
 """
 
 
@@ -145,6 +145,8 @@ def test_a_load_test_under_two_workers_runs_while_no_other_check_does(parallel: 
     overlapping = [s["name"] for s in others if s["start"] < load["end"] and load["start"] < s["end"]]
     assert overlapping == []
     assert len(parallel.tests("test_timed.py")) == 7
+    # A worker's telemetry reads the memory of the server the controller launched.
+    assert load["sampled_pid"] == int((parallel.path / "pids.txt").read_text().split()[0])
     # The worker's load records reach the one records file the controller writes.
     records = (parallel.path / "records.jsonl").read_text().splitlines()
     assert len([line for line in records if '"run"' in line]) >= 6

@@ -210,7 +210,8 @@ class Sampler:
         elif not self.gpu_seen:
             out.append(f"GPU: {self.gpu_command.split()[0]} gave no readable line")
         if self.pid is None:
-            out.append("launched process memory: the server was not started by the plugin")
+            out.append("launched process memory: the server was not started by the plugin "
+                       "(or its pid is unknown)")
         return out
 
     def peaks(self, since: float = 0.0, until: float = float("inf")) -> dict[str, float]:
