@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import statistics
@@ -372,8 +373,9 @@ def test_the_server_root_is_found_with_or_without_v1() -> None:
 
 @contextmanager
 def closes_after_each_answer() -> Iterator[str]:
-    """A raw HTTP server that answers one streamed chat request per connection, then closes it
-    without saying so (no Connection: close), as llama.cpp's server does after a stream."""
+    """A raw HTTP server that answers one streamed chat request per connection and closes it
+    without saying so (no Connection: close), as llama.cpp's server does after a stream. It
+    closes when the next request arrives on it, so a reused connection always loses the race."""
     answer = b"".join([sse(chunk({"role": "assistant", "content": ""})), sse(chunk({"content": "hi"})),
                        sse(chunk({}, "stop")), b"data: [DONE]\n\n"])
     head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -382,6 +384,21 @@ def closes_after_each_answer() -> Iterator[str]:
     port = listener.getsockname()[1]
     stop = threading.Event()
 
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(2)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            headers, _, rest = data.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in headers.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            conn.sendall(head + answer)
+            with contextlib.suppress(OSError):
+                conn.recv(1)  # the next request on this connection (or 2 s): then it is closed
+
     def serve_forever() -> None:
         listener.settimeout(0.2)
         while not stop.is_set():
@@ -389,18 +406,7 @@ def closes_after_each_answer() -> Iterator[str]:
                 conn, _ = listener.accept()
             except OSError:
                 continue
-            with conn:
-                conn.settimeout(2)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                headers, _, rest = data.partition(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in headers.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))
-                while len(rest) < length:
-                    rest += conn.recv(65536)
-                conn.sendall(head + answer)
-                time.sleep(0.05)  # the client has pooled the connection by now; then it is closed
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=serve_forever, daemon=True)
     thread.start()
@@ -432,3 +438,25 @@ def test_a_keep_alive_connection_the_server_closed_is_resent_once_not_counted_as
     assert [r.error for r in records] == [None] * 6, [r.error_detail for r in records]
     assert sum(r.retries for r in records) >= 1
     assert all(r.content_events == 1 for r in records)
+
+
+def test_a_resend_after_a_closed_connection_takes_a_new_one_not_another_pooled_one() -> None:
+    async def go(url: str) -> RequestRecord:
+        t0 = time.perf_counter()
+        session = make_session(limit=2, connect_timeout=2.0, api_key=None)
+        client = StreamClient(session, url, "chat", limits=ClientLimits(request_timeout=5.0), t0=t0)
+        body = build_body("chat", "m", prompt="x", messages=None, max_tokens=4)
+        try:
+            # Two answers leave two pooled connections, both of which the server closes on reuse.
+            await asyncio.gather(*(client.send(RequestRecord(index=i), body) for i in range(2)))
+            rec = RequestRecord(index=2)
+            await client.send(rec, body)
+        finally:
+            await client.close()
+            await session.close()
+        return rec
+
+    with closes_after_each_answer() as url:
+        rec = asyncio.run(go(url))
+    assert rec.error is None, rec.error_detail
+    assert rec.retries == 1 and rec.content_events == 1

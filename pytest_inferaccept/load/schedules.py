@@ -168,6 +168,7 @@ class WorkerRun:
             ticker.cancel()
             await self._cancel_inflight()
             self.close_pending()
+            await self._client.close()
             await session.close()
         result.stopped_by = self.stopped_by
         result.t0 = self.t0
