@@ -303,3 +303,13 @@ def test_chromium_draws_the_section_with_no_script(document: dict[str, Any], tmp
     assert "capacity-1" in dom.ids and not dom.tags("script")
     assert SCRIPT in " ".join(dom.text_of["capacity-1"].split())
     assert [line for line in done.stderr.splitlines() if ":CONSOLE" in line] == []
+
+
+def test_capacity_levels_judged_on_the_point_estimate_are_a_limitation(document: dict[str, Any]) -> None:
+    said = [s for s in limitations(load(document)) if "point estimate" in s]
+    assert said == ["The SLOs in test_concurrency_ladder, test_prompt_length_boundary, test_push_to_failure, "
+                    "test_rate_sweep, test_soak were judged on the point "
+                    "estimate, not on its confidence interval (--slo-judge point): a level that passes "
+                    "there is weaker evidence."]
+    document["conditions"]["settings"]["load"]["slo_judge"] = "interval"
+    assert not [s for s in limitations(load(document)) if "point estimate" in s]

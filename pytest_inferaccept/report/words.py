@@ -526,6 +526,13 @@ def capacity_sentences(doc: RunDocument) -> list[str]:
 def _capacity_limitations(doc: RunDocument) -> list[str]:
     """What the capacity scenarios could not show: client-bound steps, levels that could not be judged."""
     out: list[str] = []
+    load = doc.conditions.settings.load or {}
+    judged = [short_name(t.nodeid) for t, scenario in capacity_scenarios(doc)
+              if any(step.slo_status for step in scenario.steps)]
+    if load.get("slo_judge") == "point" and judged:
+        out.append(f"The SLOs in {_series(sorted(set(judged)))} were judged on the point estimate, not on "
+                   "its confidence interval (--slo-judge point): a level that passes there is weaker "
+                   "evidence.")
     for test, scenario in capacity_scenarios(doc):
         name = short_name(test.nodeid)
         if scenario.status == "invalid":
