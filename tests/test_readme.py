@@ -18,9 +18,11 @@ def test_the_readme_example_passes_against_a_correct_server(pytester: pytest.Pyt
     assert match, "the README lost its example block"
     pytester.makepyfile(test_example=match.group(1))
     # The fake as a process with known timing: load measured against an instant server in the
-    # same process would only measure the client.
+    # same process would only measure the client. This test is about the example, not this
+    # machine: when other tests keep the cores busy the self-check rightly calls the client the
+    # bottleneck (seen: event loop 59 ms late at p99 under 4 xdist workers), so that is a warning.
     result = pytester.runpytest_inprocess("--server-cmd", f"{FAKE_CMD} --ttft 0.02 --itl 0.002",
-                                          "--capabilities", "chat,tools")
+                                          "--capabilities", "chat,tools", "--client-check", "warn")
     result.assert_outcomes(passed=2)
     assert "VERDICT: GO" in result.stdout.str()
 
