@@ -204,7 +204,6 @@ class LoadGen:
                   f"{summary.throughput_tokens_per_s or 0:.1f} output tokens/s ({run.stopped_by})")
         return result
 
-
     # -- capacity scenarios: many bounded steps, judged as one scenario, not as separate runs --
 
     def measure(self, tag: str, **kwargs: Any) -> LoadResult:
@@ -409,6 +408,13 @@ class LoadGen:
                 return c, f"{cap.soak_fraction:g} × the highest SLO-compliant level c={best:g} (no knee)"
         return self.settings.load.concurrency, "--load-concurrency (no ladder knee known)"
 
+    def require_capacity(self) -> None:
+        """Skip the test unless the run asked for the capacity scenarios (--capacity)."""
+        if not self.settings.capacity.enabled:
+            import pytest
+
+            pytest.skip(CAPACITY_NEEDS_FLAG)
+
     def recovery(self, concurrency: int | None = None, duration: float = 20.0,
                  kill_after: float = 3.0) -> CapacityResult:
         """Kill the launched server `kill_after` s into a load and restart it: time to ready, requests lost.
@@ -431,6 +437,8 @@ class LoadGen:
 RECOVERY_NEEDS_LAUNCH = ("failure recovery needs a server the plugin launched "
                          "(--server-cmd or --server-preset)")
 """Why `loadgen.recovery()` skips against a server the plugin did not start."""
+CAPACITY_NEEDS_FLAG = "capacity scenarios run with --capacity (they take minutes)"
+"""Why the bundled capacity tests skip in a run that did not ask for them."""
 
 
 def _doubling(start: int, top: int, *, include_top: bool = False) -> list[int]:

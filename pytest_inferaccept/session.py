@@ -57,9 +57,9 @@ class AcceptanceSession:
         """Tests outside the acceptance verdict that failed or errored, and collection errors."""
         self.exit_status: int | None = None
         self.load_runs: list[tuple[str, Any]] = []
+        """(test id, LoadRun) of every load run, for --inferaccept-records."""
         self.capacity_results: list[Any] = []
         """Every capacity scenario of the session, in order (a soak reads the ladder's knee)."""
-        """(test id, LoadRun) of every load run, for --inferaccept-records."""
         self._server: ServerUnderTest | None = None
         self._failure: str | None = None
         self.problems: list[str] = []

@@ -80,7 +80,7 @@ def _only_own_tests(config: pytest.Config) -> bool:
         return False  # a test given by its node id starts faster in one process than 4 workers do
     here = Path(__file__).parent.resolve()
     for arg in config.args:
-        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        path = (config.invocation_params.dir / arg).resolve()
         if not path.is_relative_to(here):
             return False
     return True

@@ -15,19 +15,14 @@ from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.loadgen import LoadGen
 
 
-def _enabled(loadgen: LoadGen) -> None:
-    if not loadgen.settings.capacity.enabled:
-        pytest.skip("capacity scenarios run with --capacity (they take minutes)")
-
-
 def test_concurrency_ladder(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     result = loadgen.ladder()
     inferaccept_evidence.note(result.headline)
 
 
 def test_rate_sweep(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     rates, why = loadgen.rates_around_knee()
     result = loadgen.sweep(rates)
     result.notes.insert(0, f"rates: {why}")
@@ -35,7 +30,7 @@ def test_rate_sweep(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
 
 
 def test_soak(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     duration = loadgen.settings.capacity.soak_duration
     if not duration:
         pytest.skip("the soak runs with --soak-duration SECONDS")
@@ -45,12 +40,12 @@ def test_soak(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
 
 
 def test_push_to_failure(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     result = loadgen.push()
     inferaccept_evidence.note(result.headline)
 
 
 def test_prompt_length_boundary(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     result = loadgen.push_length()
     inferaccept_evidence.note(result.headline)

@@ -8,14 +8,11 @@ or a client left hanging past the request timeout, fails it. docs/capacity.md ha
 
 from __future__ import annotations
 
-import pytest
-
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.loadgen import LoadGen
 
 
 def test_recovery_after_a_kill(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    if not loadgen.settings.capacity.enabled:
-        pytest.skip("capacity scenarios run with --capacity (they take minutes)")
+    loadgen.require_capacity()
     result = loadgen.recovery()  # skips against a server the plugin did not launch
     inferaccept_evidence.note(result.headline)

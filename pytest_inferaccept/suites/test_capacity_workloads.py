@@ -9,36 +9,29 @@ the details.
 
 from __future__ import annotations
 
-import pytest
-
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.loadgen import LoadGen
 
 
-def _enabled(loadgen: LoadGen) -> None:
-    if not loadgen.settings.capacity.enabled:
-        pytest.skip("capacity scenarios run with --capacity (they take minutes)")
-
-
 def test_latency_by_length_bucket(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     result = loadgen.lengths()
     inferaccept_evidence.note(result.headline)
 
 
 def test_long_prompts_delay_short_ones(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     result = loadgen.interference()
     inferaccept_evidence.note(result.headline)
 
 
 def test_shared_prefix_against_unique_prompts(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     result = loadgen.prefix_cache()
     inferaccept_evidence.note(result.headline)
 
 
 def test_multi_turn_conversations(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    _enabled(loadgen)
+    loadgen.require_capacity()
     result = loadgen.multi_turn()
     inferaccept_evidence.note(result.headline)
