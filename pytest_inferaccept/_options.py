@@ -80,8 +80,10 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("load_cluster", "--load-cluster", "ADDRESS",
             "run the load workers as Ray actors: ray://HOST:10001, HOST:PORT, auto ($RAY_ADDRESS or "
             "a running local cluster) or local (an in-process Ray); needs pytest-inferaccept[ray]"),
-    _Option("slo_profile", "--slo-profile", "FILE",
-            "the team's SLO for load tests without their own slo marker: a JSON (or TOML) file"),
+    _Option("slo_profile", "--slo-profile", "FILE|NAME",
+            "the team's SLO for load tests without their own slo marker: a JSON (or TOML) file, or "
+            "a known profile such as mlperf-llama3.1-8b-server (MLPerf's LLM latency limits; a "
+            "wrong name lists them)"),
     _Option("slo_judge", "--slo-judge", "HOW",
             "interval (default: an SLO passes only when the confidence interval is within it) or "
             "point (judge on the point estimate; the results say so)"),
@@ -175,12 +177,44 @@ def add_options(parser: pytest.Parser) -> None:
                   f"{TOLERANCE_HELP} (ini twin of --regression-tolerance)", type="linelist", default=[])
 
 
+ASYNCIO_LOOP_SCOPE = "asyncio_default_fixture_loop_scope"
+
+
+def default_asyncio_loop_scope(config: pytest.Config, parser: pytest.Parser) -> None:
+    """Give pytest-asyncio's fixture loop scope a default, "function", so it stops warning it is unset.
+
+    pytest-asyncio warns at the top of every run whose configuration leaves the option unset;
+    the plugin brings pytest-asyncio, so that warning would greet every team that never chose.
+    Registering the option again with a default changes only the value of an unset option: an
+    ini file's value or `-o` still wins. Called once every plugin has registered its options.
+    """
+    if not config.pluginmanager.hasplugin("asyncio"):  # absent, or disabled with -p no:asyncio
+        return
+    parser.addini(ASYNCIO_LOOP_SCOPE, "default scope of the asyncio event loop used to execute "
+                  "async fixtures (pytest-inferaccept's default: function)", type="string",
+                  default="function")
+
+
+def capacity_implied_by(config: pytest.Config) -> tuple[str, ...]:
+    """The capacity options given on the command line without --capacity: they switch it on.
+
+    Only the command line counts: an ini twin (inferaccept_ladder = ...) is standing
+    configuration for the runs that ask for --capacity, not a request to run the scenarios.
+    """
+    if config.getoption("inferaccept_capacity") or config.getini("inferaccept_capacity"):
+        return ()
+    return tuple(opt.flag for opt in CAPACITY_OPTIONS
+                 if config.getoption(f"inferaccept_{opt.key}") is not None)
+
+
 def settings_from_config(config: pytest.Config) -> Settings:
     """Resolve the settings once; a bad value becomes a UsageError."""
 
     def lookup(key: str) -> str | None:
         if key == "condition":
             return _conditions(config)
+        if key == "capacity" and capacity_implied_by(config):
+            return "true"
         if key == "slo":
             entries = [*config.getini("inferaccept_slo"), *(config.getoption("inferaccept_slo") or [])]
             return "\n".join(entries) if entries else None

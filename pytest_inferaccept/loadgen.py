@@ -8,6 +8,7 @@ made when the test ends, and writes them to the results and the records file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +108,8 @@ class LoadGen:
         self._restart = restart
         """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
         self.results: list[LoadResult] = []
+        self.sized = ""
+        """Why the last default-sized run asked for more requests than --load-requests' default."""
         self.capacity: list[CapacityResult] = []
         self.history: list[CapacityResult] = history if history is not None else self.capacity
         """Every capacity scenario of the session so far (the sweep and the soak read the ladder's)."""
@@ -120,12 +123,21 @@ class LoadGen:
         """The engine's LoadSpec for these arguments, with the session's server, key and bounds."""
         from pytest_inferaccept.load import LoadSpec, TraceWorkload
 
+        self.sized = ""
         if isinstance(workload, (str, Path)):
             workload = TraceWorkload.from_file(workload)
         if concurrency is None and rate is None and not replay:
             concurrency = self.settings.load.concurrency
         if requests is None and duration is None:
             requests, duration = self.settings.load.requests, self.settings.load.duration
+            if not self.settings.load.requests_given and self.slo is not None:
+                from pytest_inferaccept.stats.slo import requests_to_pass
+
+                needed, key = requests_to_pass(self.slo, point_estimate=self.settings.load.judge_on_point)
+                if needed > requests:
+                    requests = needed
+                    self.sized = (f"sized from the SLO: {key} needs {needed} measured requests to pass "
+                                  f"even on a perfect server")
         s = self.settings
         model = self.server.embedding_model if kind == "embeddings" else self.server.model
         base = self.server.embedding_url if kind == "embeddings" else self.server.base_url
@@ -178,7 +190,8 @@ class LoadGen:
         bounds = ", ".join(b for b in (f"{spec.requests} requests" if spec.requests else "",
                                        f"at most {spec.duration:g} s" if spec.duration else "") if b)
         self._say(f"inferaccept: load {self.label}: {shape}, {bounds}, {spec.warmup} warm-up, "
-                  f"{spec.workers} worker(s); stops by itself within {spec.hard_seconds():.0f} s")
+                  f"{spec.workers} worker(s); stops by itself within {spec.hard_seconds():.0f} s"
+                  + (f" ({self.sized})" if self.sized else ""))
 
     def _result(self, run: LoadRun, label: str) -> LoadResult:
         """The run's statistics, its SLO evaluation and the client's account of itself."""
@@ -199,9 +212,16 @@ class LoadGen:
         self._keep(result)
         p95 = result.stat("ttft", "p95")
         summary = result.summary
+        shown = ("n/a" if p95 is None else "∞ (failed requests)" if math.isinf(p95)
+                 else f"{p95 * 1000:.0f} ms")
         self._say(f"inferaccept: load {label}: {summary.counts.measured} measured, {summary.counts.failed} "
-                  f"failed, TTFT p95 {'n/a' if p95 is None else f'{p95 * 1000:.0f} ms'}, "
+                  f"failed, TTFT p95 {shown}, "
                   f"{summary.throughput_tokens_per_s or 0:.1f} output tokens/s ({run.stopped_by})")
+        first = next((r for r in run.records if r.harness_error), None)
+        if first is not None:
+            self._say(f"inferaccept: load {label}: {summary.counts.client_errors} request(s) failed in the "
+                      f"client's own code (not counted against the server); the first traceback:\n"
+                      f"{first.error_detail}")
         return result
 
     # -- capacity scenarios: many bounded steps, judged as one scenario, not as separate runs --
@@ -554,7 +574,14 @@ class Judgement:
 
 def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
           client_check: str = "strict") -> Judgement:
-    """Judge a test's load runs: client-bound → invalid; any fail → fail; too few samples → invalid."""
+    """Judge a test's load runs, ranked by evidence (docs/statistics.md, "The verdict").
+
+    1. A conclusive server failure is NO-GO whatever else holds: every request failed, an error
+       rate wholly above its limit, a latency figure that failed requests alone put beyond its
+       limit. A client limit can inflate latency; it cannot cause the server's failures.
+    2. A fault in the client's own code, then a client that limited the run: INVALID.
+    3. Any other failing limit: NO-GO. 4. A limit without enough data: INVALID. 5. GO.
+    """
     if not results:
         if from_marker:
             return Judgement(status="invalid", title=(
@@ -562,7 +589,20 @@ def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
                 "(the marker judges the load the test runs), or remove the marker"))
         return Judgement(status="unjudged")
     several = len(results) > 1
-    bound = [f"{r.label}: {reason}" if several else reason for r in results for reason in r.client_bound]
+
+    def each(r: LoadResult, line: str) -> str:
+        return f"{r.label}: {line}" if several else line
+
+    bound = [each(r, reason) for r in results for reason in r.client_bound]
+    harness = [each(r, _harness_line(r)) for r in results if r.summary.counts.client_errors]
+    conclusive = [each(r, line) for r in results for line in _conclusive(r, slo)]
+    if conclusive:
+        return Judgement(status="fail", title="SLO not met" if slo is not None else
+                         "the server failed the load", lines=tuple(conclusive), warnings=tuple(
+                             f"also: {b}" for b in (*harness, *bound)))
+    if harness:
+        return Judgement(status="invalid", title="the client failed on its own (a fault in the "
+                         "plugin, not the server), so the run cannot judge the server", lines=tuple(harness))
     if slo is None:
         # Nothing to judge: figures the client limited are recorded with a warning, not a verdict.
         return Judgement(status="unjudged", warnings=tuple(
@@ -577,12 +617,46 @@ def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
                          "judge the server", lines=tuple(bound))
     failed = [(r, m) for r in results if r.evaluation is not None for m in r.evaluation.messages("fail")]
     if failed:
-        lines = [f"{r.label}: {m}" if several else m for r, m in failed]
+        lines = [each(r, m) for r, m in failed]
         return Judgement(status="fail", title="SLO not met", lines=tuple(lines), warnings=warnings)
     short = [(r, m) for r in results if r.evaluation is not None
              for m in r.evaluation.messages("not_enough_data")]
     if short:
-        lines = [f"{r.label}: {m}" if several else m for r, m in short]
+        lines = [each(r, m) for r, m in short]
         return Judgement(status="invalid", title="not enough data to judge the SLO", lines=tuple(lines),
                          warnings=warnings)
     return Judgement(status="pass", warnings=warnings)
+
+
+def _failures(result: LoadResult) -> str:
+    """How the measured requests failed, by class with the first detail of each."""
+    return "; ".join(result.summary.samples.failures)
+
+
+def _conclusive(result: LoadResult, slo: SloSpec | None) -> list[str]:
+    """The run's failures that no client limit can explain: the server's own, beyond doubt."""
+    counts = result.summary.counts
+    if counts.measured and counts.ok == 0:
+        return [f"every one of the {counts.measured} measured requests failed: {_failures(result)}"]
+    if slo is None:
+        # Measured, not judged; but a server failing most answers is failing, SLO or none.
+        rate = result.summary.error_rate
+        if rate is not None and rate.low is not None and rate.low > 0.5:
+            return [f"measured without an SLO, but {counts.failed} of {counts.measured} measured "
+                    f"requests failed: {_failures(result)}"]
+        return []
+    rows = [] if result.evaluation is None else [
+        row for row in result.evaluation.rows if row.status == "fail" and row.by_failures]
+    lines = [row.message for row in rows]
+    if rows and counts.failed:
+        lines.append(f"failed requests: {_failures(result)}")
+    return lines
+
+
+def _harness_line(result: LoadResult) -> str:
+    """The client's own fault, with the last line of its first traceback (the whole one is logged)."""
+    counts = result.summary.counts
+    first = next((r for r in result.run.records if r.harness_error), None)
+    last = first.error_detail.strip().splitlines()[-1] if first is not None and first.error_detail else ""
+    return (f"{counts.client_errors} request(s) failed in the client's own code, not counted against "
+            f"the server: {last}")

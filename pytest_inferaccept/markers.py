@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 from pytest_inferaccept.capabilities import CAPABILITIES
 
-LATENCY_METRICS: tuple[str, ...] = ("ttft", "itl", "tpot", "e2e")
+LATENCY_METRICS: tuple[str, ...] = ("ttft", "ttft_any", "itl", "tpot", "e2e")
+"""ttft: to the first content token; ttft_any: to the first generated token of any kind
+(content, reasoning or tool call: the MLPerf Endpoints definition)."""
 PERCENTILES: tuple[str, ...] = ("50", "75", "90", "95", "99", "999")
-_LATENCY_KEY = re.compile(r"^(ttft|itl|tpot|e2e)_(p(?:50|75|90|95|99|999)|mean|max)$")
+_LATENCY_KEY = re.compile(r"^(ttft_any|ttft|itl|tpot|e2e)_(p(?:50|75|90|95|99|999)|mean|max)$")
 
 RATE_KEYS: dict[str, str] = {
     "error_rate": "maximum fraction of failed requests, 0..1",
@@ -27,7 +29,7 @@ SLO_SIGNATURE = (
     "slo(*, ttft_p95=None, itl_p99=None, tpot_p95=None, e2e_p99=None, ..., error_rate=None, "
     "throughput_min=None, request_rate_min=None, goodput_min=None, min_samples=None): "
     "SLO limits for the load this test runs. Latency keys are <metric>_<stat> with metric in "
-    "ttft, itl, tpot, e2e and stat in p50, p75, p90, p95, p99, p999, mean, max (seconds)."
+    "ttft, ttft_any, itl, tpot, e2e and stat in p50, p75, p90, p95, p99, p999, mean, max (seconds)."
 )
 CAPABILITY_SIGNATURE = (
     "capability(*names): the test needs these server capabilities ("

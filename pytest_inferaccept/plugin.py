@@ -56,6 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _options.add_options(parser)
 
 
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser) -> None:
+    """Default pytest-asyncio's fixture loop scope quietly, unless the user set one."""
+    _options.default_asyncio_loop_scope(early_config, parser)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Register markers and resolve the settings once."""
     config.addinivalue_line("markers", SLO_SIGNATURE)
@@ -104,7 +109,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from pytest_inferaccept.header import header_lines
 
     session = config.stash[SESSION_KEY]
-    return header_lines(session.settings, session.scrubber)
+    lines = header_lines(session.settings, session.scrubber)
+    implied = _options.capacity_implied_by(config)
+    if implied:
+        given = " and ".join(implied) if len(implied) < 3 else f"{', '.join(implied[:-1])} and {implied[-1]}"
+        lines.append(f"inferaccept: {given} given, so the capacity scenarios run (--capacity implied)")
+    return lines
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -42,6 +42,8 @@ class LoadSettings:
 
     concurrency: int = 4
     requests: int = 100
+    requests_given: bool = False
+    """True when the team set --load-requests; otherwise a run is sized from its SLO."""
     duration: float | None = 120.0
     workers: int = 1
     slo: SloSpec | None = None
@@ -58,6 +60,7 @@ class LoadSettings:
     def describe(self) -> dict[str, object]:
         """JSON-ready form."""
         return {"concurrency": self.concurrency, "requests": self.requests, "duration": self.duration,
+                "requests_given": self.requests_given,
                 "workers": self.workers, "cluster": self.cluster,
                 "slo": self.slo.to_json() if self.slo else None,
                 "slo_source": self.slo_source,
@@ -308,9 +311,20 @@ def _load_settings(lookup: Lookup) -> LoadSettings:
         raise SettingsError(f"--client-check {client_check!r} is unknown; allowed: strict, warn")
     duration_raw = lookup("load_duration")
     records = lookup("records_path")
+    requests_raw = lookup("load_requests")
+    requests = _positive_int("--load-requests", requests_raw or "100")
+    if requests_raw and slo is not None:
+        from pytest_inferaccept.stats.slo import requests_to_pass
+
+        needed, key = requests_to_pass(slo, point_estimate=judge == "point")
+        if requests < needed:
+            raise SettingsError(
+                f"--load-requests {requests} cannot support the SLO: {key} needs at least {needed} "
+                f"measured requests to pass even on a perfect server; give --load-requests {needed} or "
+                "more, or leave it out (the run is then sized from the SLO)")
     return LoadSettings(
         concurrency=_positive_int("--load-concurrency", lookup("load_concurrency") or "4"),
-        requests=_positive_int("--load-requests", lookup("load_requests") or "100"),
+        requests=requests, requests_given=bool(requests_raw),
         duration=_positive_float("--load-duration", duration_raw) if duration_raw else 120.0,
         workers=_positive_int("--load-workers", lookup("load_workers") or "1"),
         slo=slo, slo_source=source, judge_on_point=judge == "point",

@@ -7,11 +7,16 @@ either at the top level or under `slo`, with an optional `name` and `description
 
 It is validated with pydantic: an unknown key or a value that is not a number stops the run with
 the file name, the key and what is allowed. `--slo` entries override the profile's values.
+
+`--slo-profile` also takes the name of a profile the plugin knows (NAMED_PROFILES): the latency
+limits MLPerf Inference sets for its datacenter LLM benchmarks, e.g. `mlperf-llama3.1-8b-server`
+(TTFT p99 ≤ 2 s, TPOT p99 ≤ 100 ms). A known name wins over a file of that name.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,43 @@ from pytest_inferaccept.markers import MarkerError, SloSpec, allowed_slo_keys, p
 
 class SloProfileError(ValueError):
     """A bad --slo entry or --slo-profile file; the message says where and what is allowed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NamedProfile:
+    """A profile the plugin knows by name: its limits and where they were published."""
+
+    name: str
+    description: str
+    limits: dict[str, float]
+
+
+def _mlperf(model: str, label: str, scenario: str, ttft_ms: int, tpot_ms: int, version: str) -> NamedProfile:
+    # MLPerf judges both at the 99th percentile of the server scenario (mlperf.conf:
+    # *.Server.target_latency_percentile = 99); its TPOT is per request, as ours is.
+    return NamedProfile(
+        name=f"mlperf-{model}-{scenario}",
+        description=f"MLPerf Inference {version} rules: datacenter {label}, {scenario} latency limits",
+        limits={"ttft_p99": ttft_ms / 1000, "tpot_p99": tpot_ms / 1000})
+
+
+# From the "Server latency constraint" column of MLPerf Inference's rules (inference_rules.adoc)
+# and loadgen's mlperf.conf, which agree. GPT-OSS-120B's interactive limits are left out: the
+# v6.0 rules and the reference's language/gpt-oss-120b/mlperf_gptoss.conf disagree on its TPOT
+# (20 ms against 15 ms).
+NAMED_PROFILES: dict[str, NamedProfile] = {p.name: p for p in (
+    _mlperf("llama3.1-8b", "Llama 3.1 8B", "server", 2000, 100, "v5.1"),
+    _mlperf("llama3.1-8b", "Llama 3.1 8B", "interactive", 500, 30, "v5.1"),
+    _mlperf("llama2-70b", "Llama 2 70B", "server", 2000, 200, "v5.1"),
+    _mlperf("llama2-70b", "Llama 2 70B", "interactive", 450, 40, "v5.1"),
+    _mlperf("llama3.1-405b", "Llama 3.1 405B", "server", 6000, 175, "v5.1"),
+    _mlperf("llama3.1-405b", "Llama 3.1 405B", "interactive", 4500, 80, "v5.1"),
+    _mlperf("mixtral-8x7b", "Mixtral 8x7B", "server", 2000, 200, "v5.1"),
+    _mlperf("deepseek-r1", "DeepSeek-R1", "server", 2000, 80, "v5.1"),
+    _mlperf("deepseek-r1", "DeepSeek-R1", "interactive", 1500, 15, "v6.0"),
+    _mlperf("gpt-oss-120b", "GPT-OSS-120B", "server", 3000, 80, "v6.0"),
+)}
+"""Profiles --slo-profile takes by name, in the order they are listed."""
 
 
 def parse_entries(text: str | None) -> dict[str, float | int]:
@@ -112,8 +154,13 @@ def resolve(entries: str | None, profile: str | None) -> tuple[SloSpec | None, s
     limits: dict[str, float | int] = {}
     sources: list[str] = []
     if profile:
-        name, limits = load_profile(Path(profile))
-        sources.append(f"profile {name} ({profile})")
+        named = NAMED_PROFILES.get(profile.strip().lower())
+        if named is not None:
+            limits = dict(named.limits)
+            sources.append(f"profile {named.name} ({named.description})")
+        else:
+            name, limits = load_profile(_profile_path(profile))
+            sources.append(f"profile {name} ({profile})")
     given = parse_entries(entries)
     if given:
         limits.update(given)
@@ -125,3 +172,13 @@ def resolve(entries: str | None, profile: str | None) -> tuple[SloSpec | None, s
     except MarkerError as exc:
         raise SloProfileError(str(exc).replace("slo got", "--slo/--slo-profile got", 1)) from None
     return spec, "; ".join(sources)
+
+
+def _profile_path(value: str) -> Path:
+    """The profile file --slo-profile names; a missing one that looks like a name lists the names."""
+    path = Path(value)
+    looks_like_file = path.suffix.lower() in (".json", ".toml") or "/" in value or "\\" in value
+    if not looks_like_file and not path.exists():
+        raise SloProfileError(f"--slo-profile {value!r} is neither a file nor a known profile; "
+                              f"known profiles: {', '.join(NAMED_PROFILES)}")
+    return path

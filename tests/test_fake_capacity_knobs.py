@@ -8,6 +8,8 @@ tests hold on a loaded machine.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -19,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pytest_inferaccept.fake import FakeConfig, FakeServer
 from pytest_inferaccept.fake.__main__ import main as fake_main
 from pytest_inferaccept.fake.generation import PrefixCache
+from pytest_inferaccept.fake.traffic import in_share
 
 MIB = 1024 * 1024
 BASE_MEMORY = 200 * MIB
@@ -330,3 +333,132 @@ def test_prefix_cache_is_bounded_and_forgets_the_least_recently_used() -> None:
     assert len(cache) == 3
     assert cache.lookup("a")  # used lately: kept
     assert not cache.lookup("b")  # the least recently used: forgotten when "d" came
+
+
+# --- verdict knobs: a known share of requests slow, failed, or thinking first -------------------
+
+
+def _chat_or_legacy(i: int) -> tuple[str, dict[str, Any]]:
+    """Request i of a mixed sequence: every third one legacy completions, the rest chat."""
+    if i % 3 == 2:
+        return "/v1/completions", {"model": "fake-chat", "prompt": "hi", "max_tokens": 2}
+    return "/v1/chat/completions", _body(stream=i % 2 == 0)
+
+
+def test_error_fraction_fails_exactly_its_share_evenly_and_at_once() -> None:
+    with FakeServer(error_fraction=0.3, error_status=503, ttft=0.05) as server:
+        async def scenario(client: httpx.AsyncClient) -> tuple[list[tuple[str, httpx.Response, float]],
+                                                              Metrics]:
+            out = []
+            for i in range(100):
+                path, body = _chat_or_legacy(i)
+                resp, elapsed = await _timed(client, body, path)
+                out.append((path, resp, elapsed))
+            return out, await _scrape(client)
+
+        answers, after = _run(server, scenario)
+    failed = [i for i, (_, resp, _) in enumerate(answers) if resp.status_code != 200]
+    assert len(failed) == 30
+    assert all(answers[i][1].status_code == 503 for i in failed)
+    assert {answers[i][0] for i in failed} == {"/v1/chat/completions", "/v1/completions"}
+    assert max(b - a for a, b in itertools.pairwise(failed)) <= 4  # spread evenly: every 3rd or 4th
+    error = answers[failed[0]][1].json()["error"]
+    assert error["message"] and error["type"] == "server_error" and error["code"]
+    # At once: a failed request never generates (the server's own counts), and is faster than TTFT.
+    assert after["vllm:time_to_first_token_seconds_count"] == after["vllm:request_success_total"] == 70
+    assert sorted(answers[i][2] for i in failed)[15] < 0.05
+    assert all(elapsed >= 0.05 for _, resp, elapsed in answers if resp.status_code == 200)
+
+
+def test_slow_fraction_delays_the_first_token_of_exactly_its_share() -> None:
+    with FakeServer(slow_fraction=0.25, slow_ttft=0.3) as server:
+        async def scenario(client: httpx.AsyncClient) -> tuple[list[tuple[httpx.Response, float]], Metrics]:
+            legacy = {"model": "fake-chat", "prompt": "hi", "max_tokens": 2}
+            chat, legacy_path = "/v1/chat/completions", "/v1/completions"
+            sequence = [(chat, _body()), (legacy_path, legacy), (chat, _body()), (chat, _body(stream=True)),
+                        (chat, _body()), (legacy_path, legacy), (chat, _body()),
+                        (legacy_path, {**legacy, "stream": True})]
+            out = [await _timed(client, body, path) for path, body in sequence]
+            return out, await _scrape(client)
+
+        answers, after = _run(server, scenario)
+    assert [resp.status_code for resp, _ in answers] == [200] * 8
+    # Requests 4 and 8 make a quarter (a streamed chat, a streamed legacy completion): both slow...
+    assert answers[3][1] >= 0.3 and answers[7][1] >= 0.3
+    # ...and only they, by the server's own exact TTFT: two waits of 0.3 s, six of none.
+    assert after["vllm:time_to_first_token_seconds_sum"] == pytest.approx(2 * 0.3)
+    assert after["vllm:time_to_first_token_seconds_count"] == 8
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1, 0.25, 0.29, 0.3, 1 / 3, 0.5, 0.77, 1.0])
+def test_a_share_holds_exactly_its_fraction_of_any_first_n_requests_evenly_spaced(fraction: float) -> None:
+    chosen = [k for k in range(1, 1001) if in_share(k, fraction)]
+    for n in (10, 100, 1000):
+        assert sum(k <= n for k in chosen) == int(round(n * fraction, 9))
+    if fraction:
+        gaps = {b - a for a, b in itertools.pairwise([0, *chosen])}
+        assert max(gaps) - min(gaps) <= 1  # every gap floor(1/f) or ceil(1/f): no bursts
+
+
+def _stream_events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in text.splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+def test_reasoning_tokens_come_first_one_per_chunk_paced_and_counted_in_usage() -> None:
+    with FakeServer(reasoning_tokens=5, itl=0.02) as server:
+        async def scenario(client: httpx.AsyncClient) -> tuple[httpx.Response, float, httpx.Response,
+                                                              httpx.Response]:
+            streamed, elapsed = await _timed(client, _body(max_tokens=12, stream=True,
+                                                           stream_options={"include_usage": True}))
+            plain = await client.post("/v1/chat/completions", json=_body(max_tokens=12))
+            starved = await client.post("/v1/chat/completions", json=_body(max_tokens=3))
+            return streamed, elapsed, plain, starved
+
+        streamed, elapsed, plain, starved = _run(server, scenario)
+    chunks = _stream_events(streamed.text)
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    kinds = ["reasoning" if "reasoning_content" in d else "content" if d.get("content") else "other"
+             for d in deltas]
+    assert kinds[1:6] == ["reasoning"] * 5  # after the role chunk, before any content
+    assert "reasoning" not in kinds[6:] and "content" in kinds[6:]
+    content = "".join(d.get("content") or "" for d in deltas)
+    reasoning = "".join(d.get("reasoning_content") or "" for d in deltas)
+    usage = chunks[-1]["usage"]
+    assert usage["completion_tokens"] == 5 + kinds.count("content") <= 12
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 5}
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert elapsed >= 0.02 * (usage["completion_tokens"] - 1)  # reasoning is paced like content
+    message = plain.json()["choices"][0]["message"]
+    assert (message["content"], message["reasoning_content"]) == (content, reasoning)
+    assert plain.json()["usage"] == usage
+    # Reasoning uses up max_tokens first: with 3 there is no room left for content.
+    cut = starved.json()
+    assert cut["choices"][0]["message"]["content"] == ""
+    assert cut["choices"][0]["finish_reason"] == "length"
+    assert cut["usage"]["completion_tokens"] == 3
+    assert cut["usage"]["completion_tokens_details"] == {"reasoning_tokens": 3}
+
+
+def test_a_prompt_beyond_the_context_window_is_refused_at_once_even_when_the_server_is_slow() -> None:
+    with FakeServer(context_window=64, slots=1, ttft=1.0, slow_fraction=1.0, slow_ttft=1.0) as server:
+        resp, elapsed = _run(server, lambda client: _timed(client, _body(LONG_PROMPT)))
+    assert resp.status_code == 400
+    assert resp.json()["error"]["code"] == "context_length_exceeded"
+    assert elapsed < 0.5
+
+
+def test_verdict_knobs_are_checked_at_startup(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad, match in (({"slow_fraction": 1.5, "slow_ttft": 1.0}, "between 0 and 1"),
+                       ({"error_fraction": -0.1}, "between 0 and 1"),
+                       ({"slow_fraction": 0.1}, "needs slow_ttft"),
+                       ({"slow_ttft": -1.0}, "slow_ttft must be >= 0"),
+                       ({"error_status": 200}, "error_status"),
+                       ({"reasoning_tokens": -1}, "reasoning_tokens must be >= 0")):
+        with pytest.raises(ValueError, match=match):
+            FakeConfig(**bad)  # type: ignore[arg-type]
+    for argv in (["--error-status", "200"], ["--slow-fraction", "0.2"], ["--reasoning-tokens", "-3"]):
+        with pytest.raises(SystemExit) as exit_info:
+            fake_main(argv)
+        assert exit_info.value.code == 2
+    assert "reasoning_tokens must be >= 0" in capsys.readouterr().err

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+import httpx
 import pytest
 
+from pytest_inferaccept.fake import FakeServer
 from tests.conftest import RunSuite, one_run_per_fault
 
 CAPS = ["--capabilities", "chat,stream,stream_usage,n", "--request-timeout", "5"]
+CHAT = "/v1/chat/completions"
 
 FAULT_TABLE = [
     ("stream_no_done", "test_stream_is_well_formed_sse_ending_with_done", "[DONE]"),
@@ -30,6 +36,8 @@ FAULT_TABLE = [
     ("ignore_n", "test_n_choices_stream_with_indices_from_zero", "indices"),
     ("stream_text_differs", "test_openai_sdk_streams_the_same_text", "differs"),
     ("stream_error_chunk", "test_openai_sdk_streams_the_same_text", "the engine failed while generating"),
+    ("empty_under_concurrency", "test_concurrent_streams_each_get_a_complete_answer",
+     "answers were empty (role chunk and [DONE]; no content, no finish_reason)"),
 ]
 """(fault, check that must fail with it, text the failure message must contain)."""
 SELECT = one_run_per_fault((fault, check) for fault, check, _ in FAULT_TABLE)
@@ -47,3 +55,29 @@ def test_check_fails_with_its_fault(run_suite: RunSuite, fault: str, check: str,
     faulty = run_suite("test_streaming", faults=[fault], select=SELECT[fault], args=CAPS)
     assert faulty.outcome(check) == "failed", faulty.output[-3000:]
     assert evidence in faulty.failure(check), faulty.output[-3000:]
+
+
+def test_empty_under_concurrency_spoils_only_requests_that_share_the_server() -> None:
+    body = {"model": "fake-chat", "temperature": 0, "max_tokens": 8,
+            "messages": [{"role": "user", "content": "Write one sentence about rivers."}]}
+    streamed = {**body, "stream": True}
+    with FakeServer(faults=["empty_under_concurrency"]) as server:
+        async def scenario() -> tuple[list[httpx.Response], list[httpx.Response]]:
+            async with httpx.AsyncClient(base_url=server.url, timeout=15) as client:
+                alone = [await client.post(CHAT, json=b) for b in (streamed, body)]
+                together = await asyncio.gather(*(client.post(CHAT, json=b)
+                                                  for b in (streamed, streamed, body, body)))
+                return alone, list(together)
+
+        alone, together = asyncio.run(scenario())
+    assert [r.status_code for r in alone + together] == [200] * 6
+    lone_stream = [line for line in alone[0].text.splitlines() if line.startswith("data: ")]
+    assert '"content": "' in "".join(lone_stream[1:]) and '"finish_reason": "' in alone[0].text
+    assert alone[1].json()["choices"][0]["message"]["content"]
+    for resp in together[:2]:
+        events = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
+        assert len(events) == 2 and events[1] == "[DONE]", resp.text
+        assert json.loads(events[0])["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    for resp in together[2:]:
+        choice = resp.json()["choices"][0]
+        assert (choice["message"]["content"], choice["finish_reason"]) == ("", None)

@@ -276,3 +276,71 @@ def test_the_suites_without_any_server_option_say_how_to_name_one(pytester: pyte
     assert result.ret == 6
     assert "no server under test: give --server-url URL, --server-cmd CMD or --server-preset" in out
     assert "VERDICT: INVALID" in out
+
+
+UNSET_LOOP_SCOPE = 'option "asyncio_default_fixture_loop_scope" is unset'
+ASYNC_FIXTURE_TEST = """
+import pytest_asyncio
+
+@pytest_asyncio.fixture
+async def greeting():
+    return "hi"
+
+async def test_greeting(greeting):
+    assert greeting == "hi"
+"""
+
+
+def test_pytest_asyncios_unset_loop_scope_warning_is_quieted_with_function_scope(
+        pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_asyncio")
+    pytester.makepyfile(ASYNC_FIXTURE_TEST)  # no ini file: nothing sets the option
+    # In a subprocess, as a user runs it: in process, the warning would go to this run instead.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "asyncio_mode=auto")
+    result.assert_outcomes(passed=1)
+    assert UNSET_LOOP_SCOPE not in result.stdout.str() + result.stderr.str()
+    # The same run without this plugin warns: the check above would see the warning.
+    bare = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
+                                         "-p", "no:inferaccept")
+    assert UNSET_LOOP_SCOPE in bare.stdout.str() + bare.stderr.str()
+
+
+@pytest.mark.parametrize("how", ["ini", "cli"])
+def test_a_users_own_fixture_loop_scope_wins(pytester: pytest.Pytester, how: str) -> None:
+    pytest.importorskip("pytest_asyncio")
+    pytester.makepyfile(ASYNC_FIXTURE_TEST)
+    args = ["-p", "no:cacheprovider", "-o", "asyncio_mode=auto"]
+    if how == "ini":
+        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = module\n")
+    else:
+        args += ["-o", "asyncio_default_fixture_loop_scope=module"]
+    result = pytester.runpytest_inprocess(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["asyncio:*loop_scope=module*"])  # pytest-asyncio's own header line
+
+
+def test_a_capacity_option_without_capacity_implies_it_and_runs_the_ladder(
+        pytester: pytest.Pytester, fake_server: FakeServer) -> None:
+    result = pytester.runpytest_inprocess(
+        "--pyargs", "pytest_inferaccept.suites.test_capacity", "-k", "test_concurrency_ladder",
+        "--server-url", fake_server.url, "--ladder", "1,2", "--capacity-step-requests", "8",
+        "--client-check", "warn", "--inferaccept-json", "r.json", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*inferaccept: --ladder and --capacity-step-requests given, so the "
+                                 "capacity scenarios run (--capacity implied)*"])
+    result.assert_outcomes(passed=1)
+    data = json.loads((pytester.path / "r.json").read_text())
+    assert data["conditions"]["settings"]["capacity"]["enabled"] is True
+    (test,) = data["tests"]
+    (ladder,) = test["capacity"]
+    assert [step["level"] for step in ladder["steps"]] == [1, 2]
+
+
+def test_a_capacity_option_in_the_ini_file_does_not_start_the_scenarios(
+        pytester: pytest.Pytester, fake_server: FakeServer) -> None:
+    # Standing configuration for the runs that ask for --capacity, not a request to run them.
+    pytester.makeini("[pytest]\ninferaccept_ladder = 1,2\n")
+    result = pytester.runpytest_inprocess(
+        "--pyargs", "pytest_inferaccept.suites.test_capacity", "-k", "test_concurrency_ladder",
+        "--server-url", fake_server.url, "-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
+    assert "--capacity implied" not in result.stdout.str()

@@ -31,9 +31,18 @@ def test_a_client_that_kept_up_gives_no_reasons() -> None:
     assert bottleneck_reasons(closed()) == []
 
 
-def test_a_closed_loop_short_of_its_concurrency_is_reported_with_its_figures() -> None:
-    assert bottleneck_reasons(closed(achieved_concurrency=51.2)) == [
+def test_a_closed_loop_short_of_its_concurrency_without_a_turnaround_is_reported_with_its_figures() -> None:
+    assert bottleneck_reasons(closed(achieved_concurrency=51.2, schedule_lag_s=None)) == [
         f"the client could not keep 64 requests in flight: 51.2 on average (80%); {AFTERWORD}"]
+
+
+def test_a_shortfall_in_concurrency_with_a_quick_turnaround_is_the_servers_pace_not_the_clients() -> None:
+    # A server answering 500 within a millisecond leaves each slot idle for the client's
+    # turnaround (0.5 ms here) between a failure and the next send: 96% of 4 in flight, and the
+    # client kept up (the verdict on the server's 500s must not become "client-bound").
+    fast_failures = closed(asked_concurrency=4, achieved_concurrency=3.84,
+                           schedule_lag_s={"p50": 0.00004, "p99": 0.0002, "max": 0.0007})
+    assert bottleneck_reasons(fast_failures) == []
 
 
 def test_concurrency_within_two_percent_of_the_asked_is_fine() -> None:
@@ -70,7 +79,7 @@ def test_cpu_utilisation_is_derived_from_cpu_and_wall_seconds_when_absent() -> N
 
 
 def test_thresholds_are_parameters() -> None:
-    data = closed(achieved_concurrency=60.0, cpu_utilisation=0.95)
+    data = closed(achieved_concurrency=60.0, cpu_utilisation=0.95, schedule_lag_s=None)
     assert len(bottleneck_reasons(data)) == 2
     assert bottleneck_reasons(data, Thresholds(concurrency_fraction=0.9, cpu_utilisation=0.99)) == []
 

@@ -82,26 +82,45 @@ def test_below_the_minimum_sample_a_percentile_has_not_enough_data_and_needs_the
     assert row.status == "not_enough_data"
     assert row.needed_n == 72
     assert row.message == ("ttft_p95 = 0.10 s (95% CI 0.10–∞, n=50) vs limit 1.00 s: not enough data, "
-                           "a 95% interval for p95 needs at least 72 successful requests; run about 72 "
+                           "a 95% interval for p95 needs at least 72 measured requests; run about 72 "
                            "measured requests (now 50)")
     p99 = judge(run([0.1] * 300), ttft_p99=1.0)
     assert (p99.status, p99.needed_n) == ("not_enough_data", 368)
 
 
-def test_failed_requests_raise_the_number_of_requests_needed() -> None:
+def test_failed_requests_count_as_slower_than_any_limit_so_half_failing_fails_a_p95() -> None:
     row = judge(run([0.1] * 50, failures=50), ttft_p95=1.0)
-    assert row.needed_n == 144  # half the requests give a TTFT: 72 samples take about 144 requests
+    assert row.status == "fail"
+    assert row.n == 100  # every measured request is in the figure, not only the 50 that answered
+    assert row.message == "ttft_p95 = ∞ (n=100; 50 failed, counted as slower than any limit) > 1.00 s"
+
+
+def test_a_shorter_timeout_can_never_improve_a_latency_verdict() -> None:
+    # 3,000 requests, 7% of them with a 5 s first token. A long timeout measures the slow tail;
+    # a short one turns it into failures. Both must fail a 0.5 s p95.
+    fast = [0.2 + (i % 100) / 1000 for i in range(2790)]
+    measured = evaluate(run(fast + [5.0] * 210), parse_slo((), {"ttft_p95": 0.5, "error_rate": 0.10}))
+    timed_out = evaluate(run(fast, failures=210), parse_slo((), {"ttft_p95": 0.5, "error_rate": 0.10}))
+    assert measured.rows[0].status == timed_out.rows[0].status == "fail"
+    assert timed_out.rows[1].status == "pass"  # the error rate alone would have let it through
+
+
+def test_a_clear_failure_needs_only_the_intervals_lower_end_not_the_sample_a_pass_needs() -> None:
+    # 300 answers at 2 s against a 0.5 s p99: a pass would need 368, a failure needs none of that
+    row = judge(run([2.0] * 300), ttft_p99=0.5)
+    assert row.status == "fail"
+    assert row.ci_low == pytest.approx(2.0)
 
 
 def test_a_lower_min_samples_lets_a_clear_failure_show_early() -> None:
     slow = run([2.0] * 20)
-    assert judge(slow, ttft_p95=0.5).status == "not_enough_data"
+    assert judge(slow, ttft_p95=0.5).status == "fail"
     early = evaluate(slow, parse_slo((), {"ttft_p95": 0.5, "min_samples": 10}))
     assert [r.status for r in early.rows] == ["fail", "pass"]
     assert early.rows[1].message == "min_samples = 20 measured requests ≥ 10"
     fast = evaluate(run([0.1] * 20), parse_slo((), {"ttft_p95": 0.5, "min_samples": 10}))
     assert fast.rows[0].status == "not_enough_data"  # a pass still needs the interval's upper end
-    assert "no upper end below 72 successful requests" in fast.rows[0].message
+    assert "no upper end below 72 measured requests" in fast.rows[0].message
 
 
 def test_a_higher_min_samples_holds_back_every_verdict_until_it_is_reached() -> None:
@@ -110,7 +129,7 @@ def test_a_higher_min_samples_holds_back_every_verdict_until_it_is_reached() -> 
     assert [r.needed_n for r in ev.rows] == [500, 500, 500]
     assert ev.rows[0].min_n == 6  # the per-percentile minimum is still reported
     assert ("the SLO asks for at least 500 measured requests (a 95% interval for p50 alone needs 6 "
-            "successful requests); run about 500 measured requests (now 200)") in ev.rows[0].message
+            "measured requests); run about 500 measured requests (now 200)") in ev.rows[0].message
     assert ev.rows[2].message == ("min_samples = 200 measured requests vs limit 500: not enough data; "
                                   "run at least 500")
 
@@ -176,10 +195,18 @@ def test_failed_requests_never_count_as_good() -> None:
 
 
 def test_point_estimate_mode_judges_every_row_on_its_point_estimate_and_says_so() -> None:
-    ev = evaluate(run([0.1] * 50), parse_slo((), {"ttft_p95": 0.5, "error_rate": 0.01}), point_estimate=True)
+    ev = evaluate(run([0.1] * 100), parse_slo((), {"ttft_p95": 0.5, "error_rate": 0.01}), point_estimate=True)
     assert [(r.status, r.basis) for r in ev.rows] == [("pass", "point_estimate")] * 2
-    assert ev.rows[0].message == ("ttft_p95 = 0.10 s (95% CI 0.10–∞, n=50; judged on the point estimate) "
-                                  "≤ 0.50 s")
+    assert ev.rows[0].message == ("ttft_p95 = 0.10 s (95% CI 0.10–0.10, n=100; judged on the point "
+                                  "estimate) ≤ 0.50 s")
+
+
+def test_point_estimate_mode_keeps_a_minimum_sample() -> None:
+    # three requests say nothing about a p99 or a 1% error rate, however they went
+    ev = evaluate(run([0.1] * 3), parse_slo((), {"ttft_p99": 0.5, "error_rate": 0.01}), point_estimate=True)
+    assert [r.status for r in ev.rows] == ["not_enough_data"] * 2
+    assert [r.needed_n for r in ev.rows] == [100, 100]
+    assert "a point estimate of p99 needs at least 100 measured requests" in ev.rows[0].message
     assert ev.to_json()["point_estimate"] is True
 
 
@@ -218,11 +245,17 @@ def test_an_interval_at_another_confidence_is_labelled_with_it() -> None:
     assert "(99% CI 0.90–0.90, n=100)" in ev.rows[0].message
 
 
-def test_a_run_without_samples_has_not_enough_data() -> None:
+def test_a_run_where_every_request_failed_fails() -> None:
     ev = evaluate(run([], failures=3), parse_slo((), {"ttft_p95": 0.5, "throughput_min": 1.0}))
+    assert ev.rows[0].status == "fail"
+    assert ev.rows[0].message == "ttft_p95 = ∞ (n=3; 3 failed, counted as slower than any limit) > 0.50 s"
+    assert ev.rows[1].status == "fail"  # three requests, no tokens: the window produced nothing
+
+
+def test_a_run_without_requests_has_not_enough_data() -> None:
+    ev = evaluate(run([]), parse_slo((), {"ttft_p95": 0.5}))
     assert ev.rows[0].status == "not_enough_data"
     assert ev.rows[0].message.startswith("ttft_p95: no samples (n=0) vs limit 0.50 s: not enough data")
-    assert ev.rows[1].status == "fail"  # three requests, no tokens: the window produced nothing
 
 
 def test_the_evaluation_json_is_strict_json() -> None:
@@ -232,7 +265,7 @@ def test_the_evaluation_json_is_strict_json() -> None:
     data = json.loads(json.dumps(ev.to_json(), allow_nan=False))
     assert list(data["runs"][0]["rows"][0]) == [
         "key", "limit", "measured", "ci_low", "ci_high", "n", "margin", "status", "basis", "method",
-        "needed_n", "min_n", "message"]
+        "needed_n", "min_n", "message", "by_failures", "early_stopping"]
     assert [r["key"] for r in data["runs"][0]["rows"]] == [
         "ttft_p95", "ttft_p999", "itl_max", "error_rate", "throughput_min", "request_rate_min",
         "goodput_min", "min_samples"]
@@ -243,3 +276,13 @@ def test_the_docs_example_runs_as_written() -> None:
     match = re.search(r"<!-- example -->\n```python\n(.*?)```", text, re.DOTALL)
     assert match, "docs/statistics.md lost its example block"
     exec(compile(match.group(1), str(DOCS), "exec"), {})
+
+
+def test_a_tail_row_says_how_mlperfs_early_stopping_reads_the_same_sample() -> None:
+    met = judge(run([0.1] * 459), ttft_p99=0.5)
+    assert met.early_stopping == "MLPerf early stopping: 0 of 459 over the limit, p99 claimed"
+    short = judge(run([0.1] * 600 + [0.9]), ttft_p99=0.5)
+    assert short.status == "pass"  # our interval passes, MLPerf's rule wants more with one over
+    assert short.early_stopping == ("MLPerf early stopping: 1 of 601 over the limit, p99 not claimed "
+                                    "(with 1 over it needs 662 requests)")
+    assert judge(run([0.1] * 100), ttft_p50=0.5).early_stopping == ""  # not a tail

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -39,14 +40,19 @@ def test_warm_up_requests_count_as_sent_but_stay_out_of_every_statistic() -> Non
     assert s.measured_window == pytest.approx((1.0, 1.9))
 
 
-def test_failures_count_in_the_error_rate_and_stay_out_of_latency() -> None:
+def test_failures_count_in_the_error_rate_and_as_slower_than_any_limit_in_latency() -> None:
     records = [record(i, send=i * 0.1) for i in range(8)] + [failed(8), failed(9, error="timeout", end=30.0)]
     s = summarize(records, (0.0, 30.0))
     assert (s.counts.measured, s.counts.ok, s.counts.failed) == (10, 8, 2)
     assert s.error_rate is not None and s.error_rate.value == pytest.approx(0.2)
     assert s.error_rate.n == 10
-    assert s.metrics["e2e"].n == 8
-    assert s.metrics["e2e"].max is not None and s.metrics["e2e"].max.value == pytest.approx(0.7)
+    e2e = s.metrics["e2e"]
+    assert (e2e.n, e2e.censored) == (10, 2)
+    assert e2e.max is not None and e2e.max.value == math.inf
+    assert e2e.percentiles["p50"].value == pytest.approx(0.7)
+    # the successful requests alone stay available, named as such, never judged
+    ok = s.metrics_successful["e2e"]
+    assert ok.n == 8 and ok.max is not None and ok.max.value == pytest.approx(0.7)
     assert s.measured_window == (0.0, 30.0)  # a failed request still occupies the window
 
 
@@ -76,8 +82,10 @@ def test_itl_pools_every_gap_of_every_successful_request() -> None:
 
 def test_tpot_is_e2e_minus_ttft_over_output_tokens_minus_one_using_server_usage() -> None:
     # ttft 0.5 s, then 4 gaps of 0.5 s: e2e 2.5 s; the server says 11 tokens (events carried several)
+    # the usage count includes every generated token, so the clock starts at the first token of
+    # any kind (0.05 s before the first content here), not at the first content token
     s = summarize([record(0, ttft=0.5, gaps=(0.5,) * 4, usage=11)], (0.0, 3.0))
-    assert s.metrics["tpot"].percentiles["p50"].value == pytest.approx((2.5 - 0.5) / (11 - 1))
+    assert s.metrics["tpot"].percentiles["p50"].value == pytest.approx((2.5 - 0.45) / (11 - 1))
     assert s.usage.source == "usage"
     assert s.usage.note == ""
     assert s.output_tokens == 11
@@ -165,8 +173,8 @@ def test_the_summary_json_is_strict_json() -> None:
     data = json.loads(json.dumps(s.to_json(), allow_nan=False))
     assert data["counts"]["failed"] == 1
     assert set(data["metrics"]) == {"ttft", "ttft_first_byte", "ttft_any_token", "itl", "tpot", "e2e"}
-    assert list(data["metrics"]["ttft"]) == ["unit", "n", "mean", "p50", "p75", "p90", "p95", "p99",
-                                             "p999", "max"]
+    assert list(data["metrics"]["ttft"]) == ["unit", "n", "censored", "mean", "p50", "p75", "p90", "p95",
+                                             "p99", "p999", "max"]
     assert data["metrics"]["ttft"]["p999"]["high"] is None
     assert data["goodput"]["limits"] == {"ttft": 0.6}
 

@@ -58,6 +58,21 @@ def main(argv: list[str] | None = None) -> int:
     capacity.add_argument("--prefix-cache", action="store_true",
                           help="a chat prompt whose first 200 characters were seen before skips 80%% "
                                "of its prefill time; exposes vllm:prefix_cache_{queries,hits}_total")
+    verdict = parser.add_argument_group(
+        "verdict knobs", "a known share of requests slow, failed or thinking first (all off by default); "
+                         "a share is spread evenly over chat and completions requests")
+    verdict.add_argument("--slow-fraction", type=float, default=0.0, metavar="F",
+                         help="this share of requests waits --slow-ttft more before its first token")
+    verdict.add_argument("--slow-ttft", type=float, default=0.0, metavar="S",
+                         help="seconds a slow request (--slow-fraction) adds to its first-token delay")
+    verdict.add_argument("--error-fraction", type=float, default=0.0, metavar="F",
+                         help="this share of requests is answered at once with --error-status")
+    verdict.add_argument("--error-status", type=int, default=500, metavar="CODE",
+                         help="the status of a failed request (--error-fraction), with an OpenAI error "
+                              "envelope; default 500")
+    verdict.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
+                         help="chat answers first stream N reasoning tokens (delta.reasoning_content), "
+                              "counted in usage.completion_tokens and within max_tokens")
     args = parser.parse_args(argv)
     try:
         faults = validate_faults(args.fault)
@@ -68,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                             memory_growth=args.memory_growth, max_queue=args.max_queue,
                             overload_status=args.overload_status, overload_hang=args.overload_hang,
                             kv_cache_tokens=args.kv_cache_tokens,
-                            prefill_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache)
+                            prefill_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache,
+                            slow_fraction=args.slow_fraction, slow_ttft=args.slow_ttft,
+                            error_fraction=args.error_fraction, error_status=args.error_status,
+                            reasoning_tokens=args.reasoning_tokens)
     except ValueError as exc:
         parser.error(str(exc))
     asyncio.run(_serve(config, args.host, args.port, args.startup_delay))

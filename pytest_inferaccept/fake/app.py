@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pytest_inferaccept.fake import conformance, generation, hostile, textgen, validation
+from pytest_inferaccept.fake import conformance, generation, hostile, textgen, traffic, validation
 from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.metrics import MetricsState
 from pytest_inferaccept.fake.timing import StreamMarks, TimingLog, clock
@@ -60,6 +60,10 @@ class State:
         """Set by crash_on_bad_request: the server answers nothing any more."""
         self.timing = TimingLog(config.timing_log) if config.timing_log else None
         """The server's own timestamps of streamed chat answers, when asked for (off by default)."""
+        self.flights = traffic.Flights()
+        """The chat requests in the server now (for empty_under_concurrency)."""
+        self.drawn = 0
+        """Chat and completions requests numbered so far (for slow_fraction and error_fraction)."""
 
     def kv_usage(self) -> float:
         """The KV-cache gauge: prompt + generated tokens of the generating requests over the cache
@@ -80,6 +84,14 @@ class State:
     def token_delay(self) -> float:
         """Seconds to the next token, for the generations in progress now."""
         return generation.token_delay(self.config, self.metrics.running)
+
+    def draw(self) -> tuple[bool, bool]:
+        """Number the next chat/completions request: is it (slow, failed)? Both shares are spread
+        evenly over the same numbering (traffic.in_share)."""
+        self.drawn += 1
+        cfg = self.config
+        return (traffic.in_share(self.drawn, cfg.slow_fraction),
+                traffic.in_share(self.drawn, cfg.error_fraction))
 
 
 STATE_KEY = web.AppKey("state", State)
@@ -208,9 +220,18 @@ def _count_completion(state: State) -> None:
     state.completions += 1
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+def _usage(prompt_tokens: int, completion_tokens: int, reasoning: int | None = None) -> dict[str, Any]:
+    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                             "total_tokens": prompt_tokens + completion_tokens}
+    if reasoning is not None:  # as reasoning servers report it (the knob reasoning_tokens is on)
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
+
+
+def _chat_usage(cfg: FakeConfig, prompt_tokens: int, choices: list[generation.Choice]) -> dict[str, Any]:
+    """The usage of a chat answer: completion tokens include reasoning tokens, also shown apart."""
+    reasoning = sum(len(c.reasoning) for c in choices) if cfg.reasoning_tokens else None
+    return _usage(prompt_tokens, sum(c.completion_tokens for c in choices), reasoning)
 
 
 def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.Choice], int]:
@@ -248,15 +269,27 @@ def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.C
         if calls:
             choice = generation.tool_call_choice(index, calls, body)
         else:
-            choice = generation.generate_text(prompt, body, index, cfg.max_natural_tokens,
+            thinking, content_body = generation.think_first(body, cfg.reasoning_tokens)
+            choice = generation.generate_text(prompt, content_body, index, cfg.max_natural_tokens,
                                               json_schema=schema,
                                               json_mode=fmt.get("type") == "json_object")
+            if thinking:
+                generation.add_reasoning(choice, prompt, thinking)
         choices.append(choice)
     return choices, prompt_tokens
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     """POST /v1/chat/completions."""
+    state = _state(request)
+    flight = state.flights.arrive()
+    try:
+        return await _chat_completions(request, flight)
+    finally:
+        state.flights.leave(flight)
+
+
+async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web.StreamResponse:
     received = clock()
     state = _state(request)
     cfg = state.config
@@ -277,9 +310,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = generation.request_faults(body, cfg.faults)
     choices, prompt_tokens = _plan_chat(state, body)
     generation.choice_faults(choices, cfg.faults)
+    if "empty_under_concurrency" in cfg.faults and await traffic.crowded(flight):
+        return await _empty_chat(request, state, body, prompt_tokens)
     if state.overloaded():
         return await _overload_answer(state)
     # From here to taking the slot nothing awaits: the overload check above stays true.
+    slow, failed = state.draw()
+    if failed:
+        return _error(traffic.error_answer(cfg.error_status))
     _count_completion(state)
     want_logprobs = bool(body.get("logprobs")) and "no_logprobs" not in cfg.faults
     top = int(body.get("top_logprobs") or 0)
@@ -289,16 +327,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     prefix = generation.prompt_prefix(body["messages"]) if cfg.prefix_cache else None
     async with _slot(state, prompt_tokens, completion_tokens, prefix) as gen:
         start = time.monotonic()
+        if slow:
+            gen.ttft += cfg.slow_ttft
         if body.get("stream"):
             marks = StreamMarks(received) if state.timing is not None else None
             return await _stream_chat(request, state, body, choices, prompt_tokens, cid, created,
                                       want_logprobs, top, start, gen, marks)
-        longest = max((len(c.pieces) for c in choices), default=0)
+        longest = max((len(c.reasoning) + len(c.pieces) for c in choices), default=0)
         await _sleep_generation(state, gen, longest)
         out_choices = []
         for c in choices:
             message: dict[str, Any] = {"role": "assistant",
                                        "content": None if c.tool_calls else c.text}
+            if c.reasoning:
+                message["reasoning_content"] = "".join(c.reasoning)
             if c.tool_calls:
                 message["tool_calls"] = c.tool_calls
                 if "tool_args_object" in cfg.faults:
@@ -312,8 +354,29 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return web.json_response(conformance.chat_response({
             "id": cid, "object": "chat.completion", "created": created,
             "model": _response_model(cfg), "choices": out_choices,
-            "usage": _usage(prompt_tokens, completion_tokens),
+            "usage": _chat_usage(cfg, prompt_tokens, choices),
         }, cfg.faults))
+
+
+async def _empty_chat(request: web.Request, state: State, body: Mapping[str, Any],
+                      prompt_tokens: int) -> web.StreamResponse:
+    """The answer of empty_under_concurrency: HTTP 200 and nothing generated. Streamed: the role
+    chunk, then data: [DONE] (no content, no finish_reason); otherwise content "" and finish_reason
+    null."""
+    cid = f"chatcmpl-{uuid.uuid4().hex}"
+    head = {"id": cid, "created": int(time.time()), "model": _response_model(state.config)}
+    if not body.get("stream"):
+        return web.json_response({**head, "object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": None,
+             "logprobs": None}], "usage": _usage(prompt_tokens, 0)})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    await resp.write(conformance.encode({**head, "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+         "finish_reason": None}]}))
+    await resp.write(conformance.encode("[DONE]"))
+    await resp.write_eof()
+    return resp
 
 
 class _slot:
@@ -387,8 +450,8 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
         resp.enable_compression(web.ContentCoding.gzip)  # as some gateways do: still valid SSE
     await resp.prepare(request)
     if cfg.faults:
-        resp["inferaccept_shaper"] = conformance.StreamShaper(
-            cfg.faults, _usage(prompt_tokens, sum(c.completion_tokens for c in choices)))
+        resp["inferaccept_shaper"] = conformance.StreamShaper(cfg.faults,
+                                                              _chat_usage(cfg, prompt_tokens, choices))
     generation.stream_faults(choices, body, cfg.faults)
     model = _response_model(cfg)
     opts = body.get("stream_options") or {}
@@ -408,20 +471,22 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     if "stream_stall" in cfg.faults:
         await asyncio.sleep(3600)
     first = True
-    steps = max((len(c.pieces) if not c.tool_calls else 2) for c in choices)
+    steps = max(len(c.reasoning) + (len(c.pieces) if not c.tool_calls else 2) for c in choices)
     for step in range(steps):
         await asyncio.sleep(gen.ttft if first else state.token_delay())
         first = False
         gen.progress(step + 1, steps)
         for c in choices:
-            delta = _stream_delta(c, step)
+            thinking = step < len(c.reasoning)  # reasoning tokens come first, one per chunk
+            delta = ({"reasoning_content": c.reasoning[step]} if thinking
+                     else _stream_delta(c, step - len(c.reasoning)))
             if delta is None:
                 continue
             entry: dict[str, Any] = {"index": c.index, "delta": delta, "logprobs": None,
                                      "finish_reason": None}
-            if want_logprobs and not c.tool_calls:
+            if want_logprobs and not c.tool_calls and not thinking:
                 lp = generation.logprobs_for(c, top)
-                entry["logprobs"] = {"content": [lp["content"][step]], "refusal": None}
+                entry["logprobs"] = {"content": [lp["content"][step - len(c.reasoning)]], "refusal": None}
             _mark(marks, "content" if "content" in delta else "other")
             await _send(resp, chunk([entry]))
     for c in choices:
@@ -431,7 +496,7 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     completion_tokens = sum(c.completion_tokens for c in choices)
     if include_usage:
         final = chunk([])
-        final["usage"] = _usage(prompt_tokens, completion_tokens)
+        final["usage"] = _chat_usage(cfg, prompt_tokens, choices)
         _mark(marks, "other")
         await _send(resp, final)
     end = clock()
@@ -482,6 +547,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if state.overloaded():
         return await _overload_answer(state)
     # From here to taking the slot nothing awaits: the overload check above stays true.
+    slow, failed = state.draw()
+    if failed:
+        return _error(traffic.error_answer(cfg.error_status))
     _count_completion(state)
     text_prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
     prompt_tokens = textgen.count_tokens(text_prompt)
@@ -492,6 +560,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     completion_tokens = sum(c.completion_tokens for c in choices)
     async with _slot(state, prompt_tokens, completion_tokens) as gen:
         start = time.monotonic()
+        if slow:
+            gen.ttft += cfg.slow_ttft
         steps = max(len(c.pieces) for c in choices)
         if body.get("stream"):
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

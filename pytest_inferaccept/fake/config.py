@@ -57,6 +57,21 @@ class FakeConfig:
     prefix_cache: bool = False
     """Remember the first 200 characters of each chat prompt; a repeat skips 80 % of its prefill
     (`prefill_per_token`) time, and the prefix-cache counters are exposed."""
+    # Verdict knobs: a known share of requests slow, failed, or thinking first. Each share is spread
+    # evenly by a counter of chat and legacy completions requests (see fake/traffic.py), so 100
+    # requests with a fraction of 0.3 hold exactly 30 of them.
+    slow_fraction: float = 0.0
+    """The share of chat/completions requests that wait `slow_ttft` more before their first token."""
+    slow_ttft: float = 0.0
+    """Seconds a slow request (`slow_fraction`) adds to its first-token delay (a slow tail)."""
+    error_fraction: float = 0.0
+    """The share of chat/completions requests answered at once with `error_status`."""
+    error_status: int = 500
+    """The status of a failed request (`error_fraction`), with an OpenAI error envelope."""
+    reasoning_tokens: int = 0
+    """Chat text answers first produce this many reasoning tokens (streamed as
+    delta.reasoning_content, one per chunk, paced like content; counted in usage.completion_tokens
+    and usage.completion_tokens_details.reasoning_tokens, and within max_tokens)."""
 
     def __post_init__(self) -> None:
         if self.overload_status not in OVERLOAD_STATUSES:
@@ -69,6 +84,13 @@ class FakeConfig:
         if self.overload_hang and self.max_queue is None:
             raise ValueError("overload_hang needs max_queue (and slots): it says what overloaded means")
         for name in ("batch_slowdown", "latency_creep", "memory_growth", "kv_cache_tokens",
-                     "prefill_per_token"):
+                     "prefill_per_token", "slow_ttft", "reasoning_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
+        for name in ("slow_fraction", "error_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, not {getattr(self, name)}")
+        if self.slow_fraction and not self.slow_ttft:
+            raise ValueError("slow_fraction needs slow_ttft > 0 (it says how slow a slow request is)")
+        if not 400 <= self.error_status <= 599:
+            raise ValueError(f"error_status must be an HTTP error status (400-599), not {self.error_status}")

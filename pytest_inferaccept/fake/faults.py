@@ -38,6 +38,10 @@ FAULTS: dict[str, str] = {
     "usage_without_asking": "a usage chunk is streamed without include_usage (llama.cpp #16048)",
     "usage_chunk_with_choices": "the include_usage chunk carries the finish choice (LiteLLM #28735)",
     "stream_error_chunk": "after some content the stream sends {error: ...} instead of finishing",
+    "empty_under_concurrency": "with two or more chat requests in flight, streamed answers are the role "
+                               "chunk and data: [DONE] (no content, no finish_reason) and non-streamed "
+                               "ones 200 with content \"\" and finish_reason null; a request alone "
+                               "answers normally (each waits 0.1 s first to see who else arrives)",
     "completions_shape_bad": "legacy completions say object 'completion' and omit choices[].index",
     "auth_not_enforced": "the configured API key is not checked",
     # process-level

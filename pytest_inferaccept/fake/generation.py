@@ -29,6 +29,8 @@ class Choice:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     stop_hit: str | None = None
     """The stop sequence that ended the text, if one did."""
+    reasoning: list[str] = field(default_factory=list)
+    """Reasoning tokens produced before the content (`FakeConfig.reasoning_tokens`)."""
 
     @property
     def text(self) -> str:
@@ -84,6 +86,29 @@ def generate_text(prompt: str, body: Mapping[str, Any], index: int, max_natural:
             return choice
     choice.finish_reason = "stop"
     return choice
+
+
+def think_first(body: Mapping[str, Any], reasoning_tokens: int) -> tuple[int, Mapping[str, Any]]:
+    """How many reasoning tokens an answer produces before its content, and the request as the
+    content sees it: reasoning uses up max_tokens first, as on real reasoning servers, so the
+    content gets what is left (nothing, finish_reason length, when the reasoning took it all)."""
+    limit = _limit(body)
+    if not reasoning_tokens:
+        return 0, body
+    count = reasoning_tokens if limit is None else min(reasoning_tokens, limit)
+    rest = dict(body)
+    if limit is not None:
+        rest.pop("max_completion_tokens", None)
+        rest["max_tokens"] = limit - count
+    return count, rest
+
+
+def add_reasoning(choice: Choice, prompt: str, count: int) -> None:
+    """Give a choice `count` deterministic reasoning tokens, counted in its completion tokens."""
+    rng = textgen.make_rng(prompt + "\x00reasoning", temperature=0, seed=None, choice=choice.index)
+    words = [rng.choice(textgen.WORDS) for _ in range(count)]
+    choice.reasoning = [w if i == 0 or w in ",." else " " + w for i, w in enumerate(words)]
+    choice.completion_tokens += count
 
 
 def _truncate(pieces: list[str], cut: int) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,11 @@ _ERROR_BODY_CAP = 64 * 1024
 _DONE_GRACE = 0.5
 """Seconds to wait for the end of the HTTP body after [DONE] before dropping the connection."""
 _loads = json.loads
+_TRACEBACK_CAP = 4000
+"""Characters of the client's own traceback kept on a record it failed itself."""
+_SERVER_FAULTS = (aiohttp.ClientError, OSError, asyncio.TimeoutError, EOFError)
+"""Exceptions that say something about the server or the network: transport and protocol errors.
+Anything else raised while sending or reading is a fault of the client's own code."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,17 +165,24 @@ class StreamClient:
                 rec.error_detail = (f"no answer within the total deadline of {limits.request_timeout:g} s"
                                     if reason == "timeout" else
                                     f"no bytes for {stall:g} s in the middle of the answer")
+            elif rec.error is None:
+                _check_complete(rec)  # [DONE] came, the body did not close: judged as it stands
             if rec.end == 0.0 or reason != "done":
                 rec.end = clock() - t0
             if _cancelling(task):
                 raise  # the run ended at the same moment: that cancellation still stands
-        except Exception as exc:  # aiohttp and OS errors, and anything unforeseen: still a record
+        except _SERVER_FAULTS as exc:  # transport and protocol errors: the server's record
             state.finished = True
             if not state.done:  # a connection dropped after [DONE] lost nothing
                 rec.end = clock() - t0
             if rec.error is None and not state.done:
                 rec.error = "stream_error" if state.headers else "connect"
                 rec.error_detail = f"{type(exc).__name__}: {exc}"[:EXCERPT]
+        except Exception:  # a fault in the client's own code: never counted against the server
+            state.finished = True
+            rec.end = clock() - t0
+            rec.error = "client_error"
+            rec.error_detail = traceback.format_exc()[-_TRACEBACK_CAP:]
         finally:
             state.finished = True
             if state.handle is not None:
@@ -249,6 +262,8 @@ class StreamClient:
             elif not stream.done and stream.finish is None:
                 rec.error = "stream_error"
                 rec.error_detail = "the stream ended before a finish_reason or data: [DONE]"
+            else:
+                _check_complete(rec)
 
     async def _read_capped(self, resp: aiohttp.ClientResponse, state: _Watch, rec: RequestRecord,
                            cap: int) -> tuple[bytes, bool]:
@@ -312,6 +327,24 @@ class _Watch:
         self.finished = False
         self.reason: str | None = None
         self.handle: asyncio.TimerHandle | None = None
+
+
+def _check_complete(rec: RequestRecord) -> None:
+    """Mark a finished stream `incomplete` when it has no finish_reason or generated nothing.
+
+    Both arrive as HTTP 200 and a closed stream, so nothing else flags them: a server that
+    breaks under concurrency may answer every request with the role chunk and [DONE] only.
+    """
+    generated = rec.first_token_any is not None or bool(rec.completion_tokens)
+    if rec.finish_reason is None:
+        rec.error = "incomplete"
+        rec.error_detail = ("the stream ended with data: [DONE] but no finish_reason"
+                            + ("" if generated else ", and nothing was generated (no content, "
+                               "reasoning or tool call)"))
+    elif not generated and rec.max_tokens != 0:
+        rec.error = "incomplete"
+        rec.error_detail = (f"finish_reason {rec.finish_reason!r} with nothing generated (no content, "
+                            "reasoning or tool call) although max_tokens allowed it")
 
 
 def _status_class(status: int) -> ErrorClass:

@@ -12,10 +12,17 @@ from itertools import pairwise
 from typing import Any, Literal
 
 ErrorClass = Literal["connect", "timeout", "http_4xx", "http_5xx", "stream_error", "stall",
-                     "cancelled", "too_large"]
+                     "incomplete", "cancelled", "too_large", "client_error"]
 ERROR_CLASSES: tuple[str, ...] = ("connect", "timeout", "http_4xx", "http_5xx", "stream_error",
-                                  "stall", "cancelled", "too_large")
-"""Every error class a record may carry (`error`), in the order reports list them."""
+                                  "stall", "incomplete", "cancelled", "too_large")
+"""Every error class counted against the server (`error`), in the order reports list them.
+
+`incomplete`: an answer the server called finished (HTTP 200, the stream closed) that ended
+without a finish_reason, or with nothing generated although max_tokens allowed it.
+"""
+HARNESS_ERROR = "client_error"
+"""The class of a request the client itself failed (a fault in its own code, not the server's):
+it never counts against the server, and it makes the run INVALID."""
 
 RequestKind = Literal["chat", "completions", "embeddings"]
 
@@ -113,13 +120,26 @@ class RequestRecord:
         t = self.content_times
         return [b - a for a, b in pairwise(t)]
 
+    @property
+    def harness_error(self) -> bool:
+        """True when the client's own code failed on this request (not the server's fault)."""
+        return self.error == HARNESS_ERROR
+
     def tpot(self) -> float | None:
-        """(e2e - TTFT) / (output tokens - 1); None with fewer than two tokens or no TTFT."""
-        ttft = self.ttft
-        n = self.output_tokens
-        if ttft is None or n < 2:
+        """(e2e - first token) / (output tokens - 1); None with fewer than two tokens or no token.
+
+        The clock starts at the first token the count includes: with the server's usage (which
+        counts reasoning and tool-call tokens too) at the first generated token of any kind;
+        with content events counted by the client, at the first content token.
+        """
+        if self.completion_tokens is not None:
+            first = self.first_token_any if self.first_token_any is not None else self.first_content
+            n = self.completion_tokens
+        else:
+            first, n = self.first_content, self.content_events
+        if first is None or n < 2:
             return None
-        return (self.e2e - ttft) / (n - 1)
+        return (self.end - first) / (n - 1)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (one line of --inferaccept-records)."""

@@ -143,6 +143,10 @@ class SloRow(_Open):
     needed_n: int | None = None
     min_n: int | None = None
     message: str = ""
+    by_failures: bool | None = Field(default=None, description="a failing row that failed requests "
+                                     "alone decide (no client limit can explain it away)")
+    early_stopping: str | None = Field(default=None, description="tail percentiles: the same sample "
+                                       "read by MLPerf's early-stopping rule")
 
 
 class SloJudgement(_Open):

@@ -323,12 +323,14 @@ def _load(doc: RunDocument) -> tuple[tuple[SloRowView, ...], tuple[LoadView, ...
                 needed = f" (about {row.needed_n} needed)" if row.needed_n else ""
                 rows.append(SloRowView(
                     check=name, href=href, load=label, key=row.key, limit=fmt_limit(row.key, row.limit),
-                    measured=fmt_value(row.key, row.measured), ci=ci,
+                    measured=("∞ (failed requests)" if row.measured is None and row.by_failures
+                              else fmt_value(row.key, row.measured)), ci=ci,
                     n=f"{row.n}{needed}" if row.n is not None else "—",
                     margin=fmt_margin(row.margin),
                     status=status_words(row.status) + (" (point estimate)" if row.basis == "point_estimate"
                                                        else ""),
-                    status_class=status_class(row.status), message=row.message))
+                    status_class=status_class(row.status),
+                    message=row.message + (f" · {row.early_stopping}" if row.early_stopping else "")))
     return tuple(rows), tuple(loads)
 
 

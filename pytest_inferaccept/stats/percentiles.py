@@ -36,9 +36,27 @@ class Estimate:
     high: float | None
     n: int
 
-    def to_json(self) -> dict[str, float | int | None]:
-        """Return a JSON-ready mapping."""
-        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
+    @property
+    def censored(self) -> bool:
+        """True when the estimate is a failed request, counted as slower than any limit (infinite)."""
+        return self.value == math.inf
+
+    def to_json(self) -> dict[str, float | int | bool | None]:
+        """Return a JSON-ready mapping; an infinite end (a failed request) is written as null.
+
+        A censored estimate (`value` infinite: the statistic falls on failed requests) carries
+        `"censored": true`, so a reader never takes its null value for "not measured".
+        """
+        out: dict[str, float | int | bool | None] = {
+            "value": _finite(self.value), "low": _finite(self.low), "high": _finite(self.high),
+            "n": self.n}
+        if self.censored:
+            out["censored"] = True
+        return out
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or math.isinf(x) else x
 
 
 def _check_confidence(confidence: float) -> float:
@@ -55,7 +73,10 @@ def quantile(sorted_values: Sequence[float], p: float) -> float:
     h = (n - 1) * p
     lo = math.floor(h)
     hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (h - lo) * (sorted_values[hi] - sorted_values[lo])
+    a, b = sorted_values[lo], sorted_values[hi]
+    if b == math.inf:  # a failed request counted as slower than any limit: no interpolating to it
+        return a if h == lo else math.inf
+    return a + (h - lo) * (b - a)
 
 
 # Binomial tails. Each sum starts at its boundary term (one lgamma evaluation) and walks away
@@ -253,6 +274,18 @@ def proportion_estimate(k: int, n: int, confidence: float = 0.95) -> Estimate:
     return Estimate(value=k / n, low=low, high=high, n=n)
 
 
+def first_true(holds: Callable[[int], bool], low: int, high: int) -> int:
+    """The smallest integer in (low, high] where `holds` is true, for a condition false at `low`,
+    true at `high` and monotone between them (bisection)."""
+    while high - low > 1:
+        mid = (low + high) // 2
+        if holds(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
 def _smallest_settling(settles: Callable[[int], bool], start: int, ceiling: int) -> int | None:
     """The smallest n >= start/2 for which `settles(n)` holds (doubling from `start`, then
     bisecting), or None past `ceiling`. The condition is monotone up to rank rounding."""
@@ -261,14 +294,7 @@ def _smallest_settling(settles: Callable[[int], bool], start: int, ceiling: int)
         if n > ceiling:
             return None
         n *= 2
-    lo, hi = n // 2, n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if settles(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return first_true(settles, n // 2, n)
 
 
 def samples_to_settle_quantile(p: float, q: float, confidence: float = 0.95,

@@ -143,7 +143,12 @@ def _ms(seconds: float) -> str:
 def _pace_reasons(load: ClientLoad, mode: Mode, th: Thresholds, who: str) -> list[str]:
     out = []
     asked, got = load.asked_concurrency, load.achieved_concurrency
-    if mode == "closed" and asked and got is not None and got < th.concurrency_fraction * asked:
+    # In a closed loop the client's part of the pace is its turnaround (a request's end to its
+    # slot's next send), judged in _process_reasons as schedule lag. Achieved concurrency also
+    # falls when the server answers in a millisecond (a fast 500 or 400) or a worker finishes its
+    # share early, neither of which is the client's doing: it decides only without a turnaround.
+    if (mode == "closed" and asked and got is not None and got < th.concurrency_fraction * asked
+            and load.schedule_lag_s is None):
         out.append(f"{who}could not keep {asked:g} requests in flight: {got:.1f} on average "
                    f"({got / asked:.0%}); {_AFTERWORD}")
     asked, got = load.asked_rate, load.achieved_rate

@@ -7,7 +7,7 @@ whole interval is on its bad side, and otherwise has not enough data (docs/stati
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -16,7 +16,6 @@ from pytest_inferaccept.stats.percentiles import (
     MEAN_MIN_SAMPLES,
     PERCENTILE_LEVELS,
     Estimate,
-    mean_estimate,
     min_sample_size,
     proportion_estimate,
     quantile_estimate,
@@ -24,7 +23,7 @@ from pytest_inferaccept.stats.percentiles import (
     samples_to_settle_proportion,
     samples_to_settle_quantile,
 )
-from pytest_inferaccept.stats.summary import meets, per_request_limits
+from pytest_inferaccept.stats.summary import censored_mean, meets, per_request_limits
 
 if TYPE_CHECKING:
     from pytest_inferaccept.markers import LatencyLimit, SloSpec
@@ -56,13 +55,19 @@ class SloRow:
     """Latency rows: the statistic's own minimum sample (percentile table, 30 for a mean, 1 for a max),
     reported even where the SLO's min_samples replaces it."""
     message: str
+    by_failures: bool = False
+    """A failing row that failed requests alone decide: the interval's near end is a failure (or
+    the row is an error rate). No client limit can explain it away: failures are the server's."""
+    early_stopping: str = ""
+    """Tail percentiles (p90 and up): the same sample under MLPerf's early-stopping rule."""
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
         return {"key": self.key, "limit": self.limit, "measured": self.measured, "ci_low": self.ci_low,
                 "ci_high": self.ci_high, "n": self.n, "margin": self.margin, "status": self.status,
                 "basis": self.basis, "method": self.method, "needed_n": self.needed_n,
-                "min_n": self.min_n, "message": self.message}
+                "min_n": self.min_n, "message": self.message, "by_failures": self.by_failures,
+                "early_stopping": self.early_stopping}
 
 
 def overall(statuses: Sequence[Status]) -> Status:
@@ -163,14 +168,17 @@ class _Evidence:
 
     def message(self, status: Status, tail: str = "") -> str:
         est, unit = self.estimate, self.unit
-        d = _decimals(unit, self.limit, () if est is None else (est.value, est.low, est.high))
+        d = _decimals(unit, self.limit, () if est is None else
+                      tuple(v for v in (est.value, est.low, est.high) if v is None or math.isfinite(v)))
 
         def num(x: float | None, missing: str) -> str:
+            if x is not None and math.isinf(x):
+                return "∞"
             return missing if x is None else f"{x * unit.scale:.{d}f}"
 
         limit = f"{num(self.limit, '')}{unit.suffix}"
         parts = []
-        if est is not None and self.show_interval:
+        if est is not None and self.show_interval and not (est.low is not None and math.isinf(est.low)):
             if est.low is None and est.high is None:
                 parts.append(f"no {self.confidence * 100:g}% CI at this n")
             else:
@@ -178,6 +186,7 @@ class _Evidence:
                              f"{unit.ci_suffix}")
         parts.append(f"n={self.n}" + (f"; {self.note}" if self.note else ""))
         head = (f"{self.key}: no samples" if est is None
+                else f"{self.key} = ∞" if math.isinf(est.value)
                 else f"{self.key} = {num(est.value, '')}{unit.suffix}")
         head += f" ({', '.join(parts)})"
         if status == "not_enough_data":
@@ -189,15 +198,46 @@ class _Evidence:
             min_n: int | None = None, tail: str = "") -> SloRow:
         est = self.estimate
         margin = None
-        if est is not None and self.limit != 0:
+        if est is not None and self.limit != 0 and math.isfinite(est.value):
             margin = (est.value - self.limit if self.minimum else self.limit - est.value) / self.limit
-        return SloRow(key=self.key, limit=self.limit, measured=None if est is None else est.value,
-                      ci_low=None if est is None else est.low, ci_high=None if est is None else est.high,
+        by_failures = status == "fail" and est is not None and (
+            self.unit is _PERCENT or (est.low is not None and math.isinf(est.low)))
+        return SloRow(key=self.key, limit=self.limit, measured=None if est is None else _finite(est.value),
+                      by_failures=by_failures and not self.minimum,
+                      ci_low=None if est is None else _finite(est.low),
+                      ci_high=None if est is None else _finite(est.high),
                       n=self.n, margin=margin, status=status, basis=basis, method=method,
                       needed_n=needed_n, min_n=min_n, message=self.message(status, tail))
 
 
+def _finite(x: float | None) -> float | None:
+    # an infinite figure (failed requests, slower than any limit) travels as null; the message
+    # and the row's status say what it means
+    return None if x is None or math.isinf(x) else x
+
+
 # ----------------------------------------------------------------------------------- judging
+
+def point_floor(stat: str) -> int:
+    """Fewest samples on which a latency statistic is judged on its point estimate.
+
+    A percentile p needs 1 / (1 - p) samples before its estimate is more than the largest
+    value seen (p99: 100); a mean, MEAN_MIN_SAMPLES; a maximum, one.
+    """
+    if stat == "max":
+        return 1
+    if stat == "mean":
+        return MEAN_MIN_SAMPLES
+    return math.ceil(1 / (1 - PERCENTILE_LEVELS[stat]) - 1e-9)
+
+
+def proportion_point_floor(limit: float, *, minimum: bool) -> int:
+    """Fewest requests on which a rate limit is judged on its point estimate: enough that one
+    request more or less on the wrong side moves the estimate by no more than the limit's
+    distance from the end of the scale (error_rate 0.01: 100; goodput_min 0.95: 20)."""
+    room = 1.0 - limit if minimum else limit
+    return 1 if room <= 0 else math.ceil(1 / room - 1e-9)
+
 
 def _judge(est: Estimate, limit: float, *, minimum: bool, on_point: bool) -> Status:
     if on_point:
@@ -228,33 +268,55 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
                  on_point: bool) -> SloRow:
     data = summary.samples.metrics[lim.metric]
     n, measured = len(data), summary.counts.measured
-    what = "gaps between content events" if lim.metric == "itl" else "successful requests"
+    censored = n - bisect_left(data, math.inf)
+    what = ("gaps between content events" if lim.metric == "itl"
+            else "answers with two tokens or more" if lim.metric == "tpot" else "measured requests")
     if lim.stat == "max":
         est = Estimate(value=data[-1], low=data[-1], high=None, n=n) if n else None
         gate, method = 1, "observed maximum (more requests can only raise it, so it has no upper bound)"
     elif lim.stat == "mean":
-        est = mean_estimate(data, conf) if n else None
+        est = censored_mean(data, conf) if n else None
         gate, method = MEAN_MIN_SAMPLES, "Student t interval of the mean"
     else:
         est = quantile_estimate(data, PERCENTILE_LEVELS[lim.stat], conf) if n else None
         gate = min_sample_size(PERCENTILE_LEVELS[lim.stat], conf)
         method = "distribution-free order-statistic interval"
+    if on_point and lim.stat != "max":
+        gate = point_floor(lim.stat)
     on_point = on_point or lim.stat == "max"
-    note = ("judged on the observed value" if lim.stat == "max"
-            else "judged on the point estimate" if on_point else "")
-    unit = _latency_unit(lim.limit, None if est is None else est.value)
+    notes = []
+    if censored:
+        notes.append(f"{censored} failed, counted as slower than any limit")
+    if lim.metric == "ttft" and summary.counts.no_content:
+        notes.append(f"{summary.counts.no_content} answered without content (counted as failed here; "
+                     f"ttft_any_* counts their first token of any kind)")
+    if lim.stat == "max":
+        notes.append("judged on the observed value")
+    elif on_point:
+        notes.append("judged on the point estimate")
+    unit = _latency_unit(lim.limit, None if est is None or math.isinf(est.value) else est.value)
     ev = _Evidence(key=lim.key, limit=lim.limit, unit=unit, estimate=est, n=n,
-                   confidence=conf, minimum=False, show_interval=lim.stat != "max", note=note)
+                   confidence=conf, minimum=False, show_interval=lim.stat != "max", note="; ".join(notes))
     basis: Basis = "point_estimate" if on_point else "interval"
+    # Failing needs only the far end: an interval whose lower end is beyond the limit fails on
+    # any sample size (300 answers at 2 s fail a 0.5 s p99 without the 368 a pass needs).
+    if est is not None and est.low is not None and est.low > lim.limit and not on_point:
+        return ev.row("fail", basis=basis, method=method, min_n=gate)
+    if est is not None and lim.stat == "mean" and math.isinf(est.value):
+        return ev.row("fail", basis=basis, method=method, min_n=gate,
+                      tail=" (a failed request is slower than any limit, so no finite mean holds it: "
+                           "judge failures with error_rate and latency with a percentile)")
     if slo.min_samples is not None:
         enough, gate_requests = measured >= slo.min_samples and n > 0, slo.min_samples
         why = f"the SLO asks for at least {slo.min_samples} measured requests"
         if not on_point and gate > 1:
             why += f" (a {conf * 100:g}% interval for {lim.stat} alone needs {gate} {what})"
     else:
-        enough, gate_requests = n >= (1 if on_point else gate), _requests_for(gate, n, measured)
+        enough, gate_requests = n >= gate, _requests_for(gate, n, measured)
         why = (f"a {conf * 100:g}% interval for {lim.stat} needs at least {gate} {what}"
-               if not on_point else f"there are no {what}")
+               if not on_point else
+               f"a point estimate of {lim.stat} needs at least {gate} {what}" if gate > 1
+               else f"there are no {what}")
     if est is None or not enough:
         plan = _plan_latency(data, lim, conf, n, measured) if est is not None and not on_point else None
         least = max(gate_requests, plan or 0)
@@ -275,6 +337,8 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
 
 def _plan_latency(data: list[float], lim: LatencyLimit, conf: float, n: int, measured: int) -> int | None:
     if lim.stat == "mean":
+        if data and math.isinf(data[-1]):
+            return None  # failures make the mean infinite: more requests will not settle it
         mean = math.fsum(data) / n
         sd = math.sqrt(math.fsum((x - mean) ** 2 for x in data) / (n - 1)) if n > 1 else 0.0
         samples = samples_to_settle_mean(mean, sd, lim.limit, conf)
@@ -298,9 +362,17 @@ def _proportion_row(key: str, limit: float, k: int, n: int, *, minimum: bool, sl
                    minimum=minimum, note=note)
     basis: Basis = "point_estimate" if on_point else "interval"
     method = "observed count" if at_edge else "Clopper–Pearson interval"
+    # Failing needs only the far end: an interval wholly on the bad side fails at any n.
+    if est is not None and not on_point and _judge(est, limit, minimum=minimum, on_point=False) == "fail":
+        return ev.row("fail", basis=basis, method=method)
     if est is None or (slo.min_samples is not None and n < slo.min_samples):
         return ev.row("not_enough_data", basis=basis, method=method, needed_n=slo.min_samples or 1,
                       tail=_short_tail(slo, n))
+    floor = proportion_point_floor(limit, minimum=minimum) if on_point and not at_edge else 0
+    if n < floor:
+        return ev.row("not_enough_data", basis=basis, method=method, needed_n=floor,
+                      tail=f", a point estimate against a limit of {limit:.2%} needs at least {floor} "
+                           f"measured requests; run about {floor} (now {n})")
     status = _judge(est, limit, minimum=minimum, on_point=on_point)
     if status != "not_enough_data":
         return ev.row(status, basis=basis, method=method)
@@ -344,10 +416,32 @@ def _min_samples_row(summary: LoadSummary, min_samples: int) -> SloRow:
                   needed_n=None if status == "pass" else min_samples, min_n=None, message=message)
 
 
+def _with_early_stopping(row: SloRow, summary: LoadSummary, lim: LatencyLimit) -> SloRow:
+    """The row with MLPerf's early-stopping reading of the same sample, for p90 and up."""
+    if lim.stat not in ("p90", "p95", "p99", "p999") or lim.metric == "itl":
+        return row
+    from dataclasses import replace
+
+    from pytest_inferaccept.stats.early_stopping import early_stopping_min_queries, early_stopping_passes
+
+    data = summary.samples.metrics[lim.metric]
+    if not data:
+        return row
+    p = PERCENTILE_LEVELS[lim.stat]
+    over = len(data) - bisect_right(data, lim.limit)
+    needed = early_stopping_min_queries(p, over)
+    met = early_stopping_passes(p, len(data), over)
+    text = (f"MLPerf early stopping: {over} of {len(data)} over the limit, "
+            + (f"{lim.stat} claimed" if met else
+               f"{lim.stat} not claimed (with {over} over it needs {needed} requests)"))
+    return replace(row, early_stopping=text)
+
+
 def evaluate(summary: LoadSummary, slo: SloSpec, *, confidence: float = 0.95,
              point_estimate: bool = False) -> SloEvaluation:
     """Judge every limit of the SLO against one run's summary."""
-    rows = [_latency_row(summary, lim, slo, confidence, point_estimate) for lim in slo.latency]
+    rows = [_with_early_stopping(_latency_row(summary, lim, slo, confidence, point_estimate), summary, lim)
+            for lim in slo.latency]
     counts = summary.counts
     if slo.error_rate is not None:
         rows.append(_proportion_row("error_rate", slo.error_rate, counts.failed, counts.measured,
@@ -376,3 +470,44 @@ def evaluate_runs(summaries: Sequence[LoadSummary], slo: SloSpec, *, confidence:
                  for s in summaries)
     status = overall([run.status for run in runs]) if runs else "not_enough_data"
     return RunsEvaluation(status=status, runs=runs)
+
+
+# ---------------------------------------------------------------------------------- planning
+
+def requests_to_pass(slo: SloSpec, *, confidence: float = 0.95, point_estimate: bool = False,
+                     tokens_per_answer: int = 2) -> tuple[int, str]:
+    """The fewest measured requests on which every limit of the SLO could pass, and which limit
+    sets that number (as the limit's key): what a perfect server still needs to show.
+
+    Percentiles need their order-statistic minimum (p99: 368 at 95%); an error rate L needs n
+    with 1 - a**(1/n) <= L (1%: 368); goodput g needs a**(1/n) >= g; a mean, 30. ITL counts
+    answers with `tokens_per_answer - 1` gaps each. In point mode the floors of `point_floor`.
+    """
+    a = (1.0 - confidence) / 2.0
+    needs: list[tuple[int, str]] = []
+    for lim in slo.latency:
+        if lim.stat == "max":
+            n = 1
+        elif point_estimate:
+            n = point_floor(lim.stat)
+        elif lim.stat == "mean":
+            n = MEAN_MIN_SAMPLES
+        else:
+            n = min_sample_size(PERCENTILE_LEVELS[lim.stat], confidence)
+        if lim.metric == "itl":
+            n = math.ceil(n / max(1, tokens_per_answer - 1))
+        needs.append((n, lim.key))
+    rates = (("error_rate", slo.error_rate, False), ("goodput_min", slo.goodput_min, True))
+    for key, limit, minimum in rates:
+        if limit is None:
+            continue
+        room = 1.0 - limit if minimum else limit
+        if point_estimate or room <= 0 or room >= 1:
+            n = proportion_point_floor(limit, minimum=minimum) if room > 0 else 1
+        else:
+            # no failure at all must still put the interval's far end inside the limit
+            n = math.ceil(math.log(a) / math.log(1.0 - room) - 1e-9)
+        needs.append((n, key))
+    if slo.min_samples is not None:
+        needs.append((slo.min_samples, "min_samples"))
+    return max(needs, default=(1, ""))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +22,16 @@ if TYPE_CHECKING:
     from pytest_inferaccept.markers import SloSpec
 
 METRICS: tuple[str, ...] = ("ttft", "ttft_first_byte", "ttft_any_token", "itl", "tpot", "e2e")
-"""Latency metrics summarised, in seconds, over successful measured requests."""
+"""Latency metrics summarised, in seconds, over every measured request (docs/statistics.md).
+
+A request that failed before the moment a metric needs counts as slower than any limit (an
+infinite, right-censored value): TTFT and TTFT-any-token when it failed before that token, e2e
+and TPOT whenever it failed, ITL with one unfinished gap when it failed mid-answer. A successful
+answer with no content at all counts so in TTFT (the content never came) but not in
+TTFT-any-token. `ttft_first_byte` is descriptive, over successful requests only.
+"""
+CENSORED = math.inf
+"""The value a failed request takes in a judged latency figure: later than any limit."""
 
 TokenSource = Literal["usage", "content_events", "mixed", "none"]
 
@@ -35,6 +45,8 @@ class MetricSummary:
     percentiles: dict[str, Estimate] = field(default_factory=dict)
     max: Estimate | None = None
     """The observed maximum; `low` is the observation itself and there is no upper bound."""
+    censored: int = 0
+    """Values that are failed requests, counted as slower than any limit (infinite)."""
 
     def stat(self, name: str) -> Estimate | None:
         """The estimate named like the slo marker's statistic: p50 … p999, mean or max."""
@@ -46,7 +58,7 @@ class MetricSummary:
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready mapping: unit, n, then mean, p50 … p999, max."""
-        out: dict[str, Any] = {"unit": "s", "n": self.n}
+        out: dict[str, Any] = {"unit": "s", "n": self.n, "censored": self.censored}
         for name in ("mean", *PERCENTILE_LEVELS, "max"):
             est = self.stat(name)
             out[name] = None if est is None else est.to_json()
@@ -66,11 +78,18 @@ class Counts:
     failed: int
     errors: dict[str, int]
     """Failed measured requests per error class, every known class listed, in report order."""
+    no_content: int = 0
+    """Successful answers with no content at all (only reasoning or tool calls): they have a
+    TTFT to the first token of any kind, and count as slower than any limit in content TTFT."""
+    client_errors: int = 0
+    """Requests the client itself failed (a fault in its own code): not measured, never counted
+    against the server, and they make the run INVALID."""
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
         return {"sent": self.sent, "warmup": self.warmup, "measured": self.measured, "ok": self.ok,
-                "failed": self.failed, "errors": dict(self.errors)}
+                "failed": self.failed, "errors": dict(self.errors), "no_content": self.no_content,
+                "client_errors": self.client_errors}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,9 +174,15 @@ class Samples:
     """Raw material kept for SLO evaluation at any confidence; not part of the JSON."""
 
     metrics: dict[str, list[float]]
-    """Sorted values per metric name."""
+    """Sorted values per metric name, failures included as infinite values (`CENSORED`);
+    `ttft_any` is TTFT to the first generated token of any kind (the slo key ttft_any_*)."""
     requests: tuple[RequestLatency, ...]
     """One entry per measured request, failures included."""
+    answers_itl: tuple[tuple[float, ...], ...] = ()
+    """ITL gaps per answer (the answer is the unit of an ITL interval), failures' unfinished
+    gap included as an infinite value."""
+    failures: tuple[str, ...] = ()
+    """One line per error class that failed measured requests, with its count and one detail."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,6 +211,8 @@ class LoadSummary:
     schedule_lag: Spread | None
     """send - scheduled in seconds, where the schedule set `scheduled` (open loop)."""
     samples: Samples = field(repr=False, compare=False)
+    metrics_successful: dict[str, MetricSummary] = field(default_factory=dict)
+    """Descriptive figures over successful requests only (failures left out): never judged."""
 
     @property
     def duration_s(self) -> float | None:
@@ -209,6 +236,7 @@ class LoadSummary:
             "counts": self.counts.to_json(),
             "error_rate": opt(self.error_rate),
             "metrics": {name: m.to_json() for name, m in self.metrics.items()},
+            "metrics_successful": {name: m.to_json() for name, m in self.metrics_successful.items()},
             "output_tokens": self.output_tokens,
             "throughput_tokens_per_s": self.throughput_tokens_per_s,
             "request_rate_per_s": self.request_rate_per_s,
@@ -221,16 +249,28 @@ class LoadSummary:
         }
 
 
+def censored_mean(data: Sequence[float], confidence: float = 0.95) -> Estimate:
+    """The mean with its interval; with a failed request among the values it is infinite.
+
+    A failure counts as slower than any limit, so no finite mean holds it: the estimate is
+    infinite with no interval (a mean limit then fails; docs/statistics.md).
+    """
+    if data and data[-1] == CENSORED:
+        return Estimate(value=CENSORED, low=CENSORED, high=None, n=len(data))
+    return mean_estimate(data, confidence)
+
+
 def summarize_metric(values: Iterable[float], confidence: float = 0.95) -> MetricSummary:
-    """Mean, percentiles with intervals and maximum of one latency metric."""
+    """Mean, percentiles with intervals and maximum of one latency metric (failures infinite)."""
     data = sorted(values)
     if not data:
         return MetricSummary(n=0)
     return MetricSummary(
         n=len(data),
-        mean=mean_estimate(data, confidence),
+        mean=censored_mean(data, confidence),
         percentiles={name: quantile_estimate(data, p, confidence) for name, p in PERCENTILE_LEVELS.items()},
         max=Estimate(value=data[-1], low=data[-1], high=None, n=len(data)),
+        censored=len(data) - bisect_left(data, CENSORED),
     )
 
 
@@ -308,6 +348,48 @@ def _since_send(records: list[RequestRecord], attr: str) -> list[float]:
     return out
 
 
+def _censored_since_send(records: list[RequestRecord], attr: str) -> list[float]:
+    """Seconds from send to the moment `attr`, or CENSORED where it never came (failed or empty)."""
+    out = []
+    for r in records:
+        t = getattr(r, attr)
+        out.append(CENSORED if t is None else t - r.send)
+    return out
+
+
+def _censored_tpot(measured: list[RequestRecord]) -> list[float]:
+    """TPOT of each answer with two tokens or more; a failed request never finished: CENSORED."""
+    out = []
+    for r in measured:
+        if not r.ok:
+            out.append(CENSORED)
+        elif (t := r.tpot()) is not None:
+            out.append(t)
+    return out
+
+
+def _answer_gaps(r: RequestRecord, gaps: list[float]) -> tuple[float, ...]:
+    """An answer's ITL gaps; one that failed after its first content adds the gap never closed."""
+    if not r.ok and r.first_content is not None:
+        return (*gaps, CENSORED)
+    return tuple(gaps)
+
+
+def _failure_lines(measured: list[RequestRecord]) -> tuple[str, ...]:
+    """Per error class: how many measured requests failed so, with the first one's detail."""
+    first: dict[str, RequestRecord] = {}
+    count: dict[str, int] = {}
+    for r in measured:
+        if r.error is not None:
+            count[r.error] = count.get(r.error, 0) + 1
+            first.setdefault(r.error, r)
+    out = []
+    for cls, k in sorted(count.items(), key=lambda kv: -kv[1]):
+        detail = first[cls].error_detail.strip().splitlines()[0][:160] if first[cls].error_detail else ""
+        out.append(f"{k} {cls}" + (f": {detail}" if detail else ""))
+    return tuple(out)
+
+
 def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
               slo: SloSpec | None = None, confidence: float = 0.95) -> LoadSummary:
     """Reduce a run's records to a LoadSummary; warm-up excluded, failures kept in every count."""
@@ -315,28 +397,44 @@ def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
     from pytest_inferaccept.load.records import ERROR_CLASSES
 
     everything = list(records)
-    measured = [r for r in everything if not r.warmup]
+    after_warmup = [r for r in everything if not r.warmup]
+    # A request the client failed itself says nothing about the server: not measured at all.
+    measured = [r for r in after_warmup if not r.harness_error]
     ok = [r for r in measured if r.ok]
     errors = dict.fromkeys(ERROR_CLASSES, 0)
     for r in measured:
         if r.error is not None:
             errors[r.error] = errors.get(r.error, 0) + 1  # an unknown class is kept, never dropped
-    counts = Counts(sent=len(everything), warmup=len(everything) - len(measured),
-                    measured=len(measured), ok=len(ok), failed=len(measured) - len(ok), errors=errors)
+    counts = Counts(sent=len(everything), warmup=len(everything) - len(after_warmup),
+                    measured=len(measured), ok=len(ok), failed=len(measured) - len(ok), errors=errors,
+                    no_content=sum(1 for r in ok if r.first_content is None),
+                    client_errors=len(after_warmup) - len(measured))
 
     mw = (min(r.send for r in measured), max(r.end for r in measured)) if measured else None
     duration = mw[1] - mw[0] if mw is not None and mw[1] > mw[0] else None
 
     gaps = [r.itls() for r in measured]  # computed once: ITL and goodput both need them
+    answers_itl = tuple(_answer_gaps(r, own) for r, own in zip(measured, gaps, strict=True)
+                        if r.ok or r.first_content is not None)
+    # Judged figures: every measured request, a failure as slower than any limit.
     values: dict[str, list[float]] = {
-        "ttft": _since_send(ok, "first_content"),
+        "ttft": _censored_since_send(measured, "first_content"),
         "ttft_first_byte": _since_send(ok, "first_byte"),
+        "ttft_any_token": _censored_since_send(measured, "first_token_any"),
+        "itl": [gap for own in answers_itl for gap in own],
+        "tpot": _censored_tpot(measured),
+        "e2e": [r.e2e if r.ok else CENSORED for r in measured],
+    }
+    for data in values.values():
+        data.sort()
+    successful: dict[str, list[float]] = {
+        "ttft": _since_send(ok, "first_content"),
         "ttft_any_token": _since_send(ok, "first_token_any"),
         "itl": [gap for r, own in zip(measured, gaps, strict=True) if r.ok for gap in own],
         "tpot": [t for r in ok if (t := r.tpot()) is not None],
         "e2e": [r.e2e for r in ok],
     }
-    for data in values.values():
+    for data in successful.values():
         data.sort()
     requests = tuple(_latency(r, own) for r, own in zip(measured, gaps, strict=True))
     output_tokens = sum(r.output_tokens for r in ok)
@@ -350,6 +448,7 @@ def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
         counts=counts,
         error_rate=proportion_estimate(counts.failed, counts.measured, confidence) if measured else None,
         metrics={name: summarize_metric(data, confidence) for name, data in values.items()},
+        metrics_successful={name: summarize_metric(data, confidence) for name, data in successful.items()},
         output_tokens=output_tokens,
         throughput_tokens_per_s=output_tokens / duration if duration else None,
         request_rate_per_s=len(ok) / duration if duration else None,
@@ -359,5 +458,6 @@ def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
         prompt_tokens=Spread.of(r.prompt_tokens for r in ok if r.prompt_tokens is not None),
         output_tokens_per_request=Spread.of(r.output_tokens for r in ok),
         schedule_lag=Spread.of(lags),
-        samples=Samples(metrics=values, requests=requests),
+        samples=Samples(metrics={**values, "ttft_any": values["ttft_any_token"]}, requests=requests,
+                        answers_itl=answers_itl, failures=_failure_lines(measured)),
     )

@@ -7,6 +7,8 @@ measured and recorded (results JSON, --inferaccept-records), not judged. The loa
 
 from __future__ import annotations
 
+import math
+
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.loadgen import LoadGen
 
@@ -31,4 +33,6 @@ def test_service_levels_hold_under_load(loadgen: LoadGen, inferaccept_evidence: 
 
 
 def _ms(seconds: float | None) -> str:
+    if seconds is not None and math.isinf(seconds):
+        return "∞ (failed requests)"
     return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from pytest_inferaccept.checks import fail
+from pytest_inferaccept.checks.burst import check_burst, stream_burst
 from pytest_inferaccept.checks.chat import ok_json
 from pytest_inferaccept.checks.sse import assemble_content
 from pytest_inferaccept.checks.stream import (
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.capability("stream")
 
 CHAT = "/v1/chat/completions"
 PROMPT = "Write one sentence about rivers."
+BURST = 6
+"""Streamed requests sent at once by the concurrency check: a few users arriving together."""
 
 
 def _body(model: str, **extra: Any) -> dict[str, Any]:
@@ -86,6 +89,18 @@ def test_n_choices_stream_with_indices_from_zero(http_client: httpx.Client, mode
                                                      max_tokens=6))
     for warning in check_chat_chunks(stream.chunks(), n=2, seconds=stream_seconds(stream)):
         inferaccept_evidence.warn(warning)
+
+
+def test_concurrent_streams_each_get_a_complete_answer(http_client: httpx.Client, model: str,
+                                                       inferaccept_evidence: Evidence) -> None:
+    # Some servers answer one user and break for two at once (200, role chunk, [DONE], nothing
+    # else): checked here so that a run without a load SLO catches it too.
+    answers = stream_burst(http_client, CHAT, [_body(model, stream=True, max_tokens=8)] * BURST)
+    complete = sum(a.problem is None for a in answers)
+    inferaccept_evidence.record("burst", {"streams": BURST, "complete": complete})
+    for warning in dict.fromkeys(w for a in answers for w in a.warnings):
+        inferaccept_evidence.warn(warning)
+    check_burst(answers)
 
 
 def test_openai_sdk_streams_the_same_text(openai_client: openai.OpenAI, http_client: httpx.Client,
