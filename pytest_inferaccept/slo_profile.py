@@ -38,11 +38,13 @@ class NamedProfile:
 
 def _mlperf(model: str, label: str, scenario: str, ttft_ms: int, tpot_ms: int, version: str) -> NamedProfile:
     # MLPerf judges both at the 99th percentile of the server scenario (mlperf.conf:
-    # *.Server.target_latency_percentile = 99); its TPOT is per request, as ours is.
+    # *.Server.target_latency_percentile = 99); its TPOT is per request, as ours is. Its first
+    # token is the first generated token of any kind (a reasoning model's first thought counts),
+    # which is our ttft_any.
     return NamedProfile(
         name=f"mlperf-{model}-{scenario}",
         description=f"MLPerf Inference {version} rules: datacenter {label}, {scenario} latency limits",
-        limits={"ttft_p99": ttft_ms / 1000, "tpot_p99": tpot_ms / 1000})
+        limits={"ttft_any_p99": ttft_ms / 1000, "tpot_p99": tpot_ms / 1000})
 
 
 # From the "Server latency constraint" column of MLPerf Inference's rules (inference_rules.adoc)

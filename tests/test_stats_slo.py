@@ -286,3 +286,14 @@ def test_a_tail_row_says_how_mlperfs_early_stopping_reads_the_same_sample() -> N
     assert short.early_stopping == ("MLPerf early stopping: 1 of 601 over the limit, p99 not claimed "
                                     "(with 1 over it needs 662 requests)")
     assert judge(run([0.1] * 100), ttft_p50=0.5).early_stopping == ""  # not a tail
+
+
+def test_an_slo_may_judge_the_first_token_of_any_kind_instead_of_the_first_content() -> None:
+    # a reasoning model: its first thought after 0.1 s, its first content token after 0.3 s
+    records = [RequestRecord(index=i, send=0.0, first_token_any=0.1, first_content=0.3, end=0.5,
+                             content_times=[0.3, 0.4, 0.5], content_events=3, completion_tokens=10)
+               for i in range(100)]
+    slo = parse_slo((), {"ttft_p95": 0.2, "ttft_any_p95": 0.2, "goodput_min": 0.9})
+    rows = evaluate(summarize(records, (0.0, 1.0), slo=slo), slo).rows
+    assert [(r.key, r.status) for r in rows] == [("ttft_p95", "fail"), ("ttft_any_p95", "pass"),
+                                                 ("goodput_min", "fail")]

@@ -149,6 +149,7 @@ class RequestLatency:
     tpot: float | None
     e2e: float
     max_itl: float | None
+    ttft_any: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -290,11 +291,12 @@ def meets(request: RequestLatency, limits: Mapping[str, float]) -> bool:
     """
     if not request.ok:
         return False
-    values = {"ttft": request.ttft, "tpot": request.tpot, "e2e": request.e2e, "itl": request.max_itl}
+    values = {"ttft": request.ttft, "ttft_any": request.ttft_any, "tpot": request.tpot, "e2e": request.e2e,
+              "itl": request.max_itl}
     for metric, limit in limits.items():
         value = values[metric]
         if value is None:
-            if metric in ("ttft", "e2e"):
+            if metric in ("ttft", "ttft_any", "e2e"):
                 return False
             continue
         if value > limit:
@@ -336,7 +338,8 @@ def _usage(ok: list[RequestRecord]) -> UsageSummary:
 
 def _latency(r: RequestRecord, gaps: list[float]) -> RequestLatency:
     return RequestLatency(ok=r.ok, ttft=r.ttft, tpot=r.tpot(), e2e=r.e2e,
-                          max_itl=max(gaps) if gaps else None)
+                          max_itl=max(gaps) if gaps else None,
+                          ttft_any=None if r.first_token_any is None else r.first_token_any - r.send)
 
 
 def _since_send(records: list[RequestRecord], attr: str) -> list[float]:
