@@ -281,11 +281,25 @@ class LoadGen:
         cap = self.settings.capacity
         return self.record(scenarios.ladder(
             self.measure, self.sampler(), levels=tuple(levels or cap.ladder),
-            requests=requests or cap.step_requests, duration=duration or cap.step_duration,
+            requests=requests or self._step_requests(), duration=duration or cap.step_duration,
             settle=cap.settle if settle is None else settle, slo=self.slo,
             breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
             min_level=min_concurrency or cap.min_concurrency, label=self.label, workload=workload,
             say=self._say))
+
+    def _step_requests(self) -> int:
+        """Requests per capacity step: --capacity-step-requests, else enough for the SLO to pass."""
+        cap = self.settings.capacity
+        if cap.step_requests_given or self.slo is None:
+            return cap.step_requests
+        from pytest_inferaccept.stats.slo import requests_to_pass
+
+        needed, key = requests_to_pass(self.slo, point_estimate=self.settings.load.judge_on_point)
+        if needed <= cap.step_requests:
+            return cap.step_requests
+        self._say(f"inferaccept: capacity steps sized from the SLO: {key} needs {needed} measured "
+                  f"requests a step to pass (each step still stops at {cap.step_duration:g} s)")
+        return needed
 
     def sweep(self, rates: list[float] | tuple[float, ...] | None = None, *, requests: int | None = None,
               duration: float | None = None, min_rate: float | None = None,
@@ -296,7 +310,7 @@ class LoadGen:
         cap = self.settings.capacity
         chosen = tuple(rates or cap.sweep_rates or (1.0, 2.0, 4.0, 8.0))
         return self.record(scenarios.sweep(
-            self.measure, self.sampler(), rates=chosen, requests=requests or cap.step_requests,
+            self.measure, self.sampler(), rates=chosen, requests=requests or self._step_requests(),
             duration=duration or cap.step_duration, slo=self.slo, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, min_rate=min_rate, label=self.label, workload=workload,
             say=self._say))

@@ -210,3 +210,15 @@ def test_tpot_on_a_reasoning_model_starts_at_the_first_reasoning_token(
     """)
     result = pytester.runpytest_inprocess("--server-url", thinking, "--client-check", "warn")
     assert result.ret == 0, result.stdout.str()
+
+
+def test_capacity_steps_without_a_count_are_sized_from_the_slo(pytester: pytest.Pytester, quick: str) -> None:
+    result = pytester.runpytest_inprocess(
+        "--pyargs", "pytest_inferaccept.suites.test_capacity", "-k", "ladder", "--server-url", quick,
+        "--capacity", "--ladder", "2", "--slo", "error_rate=0.01", "--inferaccept-json", "r.json",
+        "--client-check", "warn")
+    out = result.stdout.str()
+    assert "capacity steps sized from the SLO: error_rate needs 368 measured requests a step" in out
+    (test,) = [t for t in json.loads((pytester.path / "r.json").read_text())["tests"] if t.get("capacity")]
+    (step,) = test["capacity"][0]["steps"]
+    assert step["measured"] == 368, out

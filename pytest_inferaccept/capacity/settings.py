@@ -21,6 +21,8 @@ class CapacitySettings:
     ladder: tuple[int, ...] = DEFAULT_LADDER
     step_requests: int = 80
     """Measured requests per ladder level or sweep step (at least 2 per slot)."""
+    step_requests_given: bool = False
+    """True when the team set --capacity-step-requests; otherwise a step is sized from the SLO."""
     step_duration: float = 30.0
     """The most seconds one level or step may take (it ends at whichever bound comes first)."""
     settle: int = 1
@@ -100,6 +102,7 @@ def resolve_capacity(lookup: Callable[[str], str | None], enabled: bool) -> Capa
         if ladder_raw
         else DEFAULT_LADDER,
         step_requests=int(_num("--capacity-step-requests", lookup("step_requests"), 80, integer=True)),
+        step_requests_given=lookup("step_requests") is not None,
         step_duration=_num("--capacity-step-duration", lookup("step_duration"), 30.0),
         settle=int(_num("--ladder-settle", lookup("settle"), 1, integer=True, zero=True)),
         min_concurrency=int(_num("--capacity-min", min_raw, 1, integer=True)) if min_raw else None,
