@@ -122,12 +122,15 @@ def test_a_server_failing_most_requests_fast_is_no_go_not_a_client_bound_invalid
     # strict client check (the default): fast 500s leave slots idle for a moment, which once made
     # the run "client-bound"; the client kept up, and the server's failures decide
     result = _bundled(pytester, mostly_500, "--slo", "ttft_p95=0.5", "--load-concurrency", "4",
-                      "--load-requests", "100")
+                      "--load-requests", "100", "--inferaccept-html", "r.html")
     out = result.stdout.str()
     assert result.ret == 1, out
     assert "VERDICT: NO-GO" in out
     assert "80 http_5xx" in out
     assert _load(pytester)["selfcheck"]["client_bound"] == []
+    # the page shows the figure the verdict read, not the successful requests' p95
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert "∞ (failed)" in html and "∞ (failed requests)" in html
 
 
 def test_every_request_failing_is_no_go(pytester: pytest.Pytester, quick: str) -> None:

@@ -31,7 +31,17 @@ def _estimate(data: Any) -> Any:
 
 
 def _latency(metric: str, stat: str) -> Getter:
-    return lambda run: _estimate(dig(run.summary, "metrics", metric, stat))
+    def get(run: LoadResult) -> Any:
+        est = dig(run.summary, "metrics", metric, stat)
+        if isinstance(est, dict) and est.get("censored"):
+            return CENSORED  # the percentile falls on failed requests: slower than any limit
+        return _estimate(est)
+
+    return get
+
+
+CENSORED = "∞ (failed)"
+"""How a latency figure that falls on failed requests prints."""
 
 
 def _total(key: str) -> Getter:
@@ -72,6 +82,8 @@ class Column:
         value = self.get(run)
         if value is None:
             return "—"
+        if value == CENSORED:
+            return CENSORED
         return fmt_value(self.unit_key, value) if self.unit_key else fmt_number(value)
 
 
