@@ -142,13 +142,15 @@ def test_a_max_limit_fails_on_one_observation_over_it_and_otherwise_passes_on_th
     assert (under.status, under.basis, under.ci_high) == ("pass", "point_estimate", None)
 
 
-def test_a_mean_limit_uses_the_t_interval_once_there_are_30_samples() -> None:
-    summary = run(grid(40))
-    assert judge(summary, ttft_mean=0.7).status == "pass"
+def test_a_mean_limit_uses_the_skew_corrected_interval_once_there_are_100_samples() -> None:
+    summary = run(grid(120))
+    assert judge(summary, ttft_mean=0.6).status == "pass"
     assert judge(summary, ttft_mean=0.3).status == "fail"
     assert judge(summary, ttft_mean=0.52).status == "not_enough_data"
-    few = judge(run(grid(10)), ttft_mean=0.7)
-    assert (few.status, few.needed_n) == ("not_enough_data", 30)
+    few = judge(run(grid(40)), ttft_mean=0.7)
+    assert (few.status, few.needed_n) == ("not_enough_data", 100)
+    # a clear failure needs no minimum: the interval's lower end is far beyond the limit
+    assert judge(run(grid(40)), ttft_mean=0.1).status == "fail"
 
 
 def test_an_error_rate_passes_only_when_its_upper_bound_is_within_the_limit() -> None:
@@ -237,7 +239,7 @@ def test_a_test_that_ran_no_load_has_not_enough_data() -> None:
 
 def test_limits_under_a_tenth_of_a_second_are_written_in_milliseconds() -> None:
     row = judge(run([0.1] * 100, gap=0.04), itl_p95=0.05)
-    assert row.message == "itl_p95 = 40.0 ms (95% CI 40.0–40.0, n=400) ≤ 50.0 ms"
+    assert row.message == "itl_p95 = 40.0 ms (95% CI 40.0–40.0, n=100) ≤ 50.0 ms"  # n: answers
 
 
 def test_an_interval_at_another_confidence_is_labelled_with_it() -> None:
@@ -297,3 +299,12 @@ def test_an_slo_may_judge_the_first_token_of_any_kind_instead_of_the_first_conte
     rows = evaluate(summarize(records, (0.0, 1.0), slo=slo), slo).rows
     assert [(r.key, r.status) for r in rows] == [("ttft_p95", "fail"), ("ttft_any_p95", "pass"),
                                                  ("goodput_min", "fail")]
+
+
+def test_an_itl_percentile_counts_answers_not_gaps() -> None:
+    # 50 answers of 20 tokens: 950 gaps, but gaps within an answer share its pace; a p95 needs
+    # 72 answers before its interval has an upper end
+    row = judge(run(grid(50), tokens=20), itl_p95=0.05)
+    assert (row.status, row.n, row.min_n) == ("not_enough_data", 50, 72)
+    assert "needs at least 72 answers with two tokens or more" in row.message
+    assert judge(run(grid(80), tokens=20), itl_p95=0.05).status == "pass"

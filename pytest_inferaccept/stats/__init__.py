@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from pytest_inferaccept.stats.clustered import (
+    SKEW_MEAN_MIN_SAMPLES,
+    clustered_mean_estimate,
+    clustered_min_answers,
+    clustered_quantile_estimate,
+    skew_mean_estimate,
+)
 from pytest_inferaccept.stats.percentiles import (
     PERCENTILE_LEVELS,
     Estimate,
@@ -26,6 +33,7 @@ from pytest_inferaccept.stats.summary import METRICS, LoadSummary, MetricSummary
 __all__ = [
     "METRICS",
     "PERCENTILE_LEVELS",
+    "SKEW_MEAN_MIN_SAMPLES",
     "ClientLoad",
     "Estimate",
     "Lag",
@@ -37,6 +45,9 @@ __all__ = [
     "SloRow",
     "Thresholds",
     "bottleneck_reasons",
+    "clustered_mean_estimate",
+    "clustered_min_answers",
+    "clustered_quantile_estimate",
     "evaluate",
     "evaluate_runs",
     "mean_estimate",
@@ -45,6 +56,7 @@ __all__ = [
     "proportion_estimate",
     "quantile",
     "quantile_estimate",
+    "skew_mean_estimate",
     "steady_concurrency",
     "summarize",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_inferaccept.stats.clustered import clustered_min_answers, clustered_quantile_estimate
 from pytest_inferaccept.stats.percentiles import (
     MEAN_MIN_SAMPLES,
     PERCENTILE_LEVELS,
@@ -23,7 +24,7 @@ from pytest_inferaccept.stats.percentiles import (
     samples_to_settle_proportion,
     samples_to_settle_quantile,
 )
-from pytest_inferaccept.stats.summary import censored_mean, meets, per_request_limits
+from pytest_inferaccept.stats.summary import censored_answer_mean, censored_mean, meets, per_request_limits
 
 if TYPE_CHECKING:
     from pytest_inferaccept.markers import LatencyLimit, SloSpec
@@ -269,14 +270,24 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
     data = summary.samples.metrics[lim.metric]
     n, measured = len(data), summary.counts.measured
     censored = n - bisect_left(data, math.inf)
-    what = ("gaps between content events" if lim.metric == "itl"
-            else "answers with two tokens or more" if lim.metric == "tpot" else "measured requests")
+    answers = [own for own in summary.samples.answers_itl if own] if lim.metric == "itl" else []
+    what = ("answers with two tokens or more" if lim.metric in ("itl", "tpot") else "measured requests")
     if lim.stat == "max":
         est = Estimate(value=data[-1], low=data[-1], high=None, n=n) if n else None
         gate, method = 1, "observed maximum (more requests can only raise it, so it has no upper bound)"
+    elif lim.metric == "itl":
+        # the answer is the unit: its gaps share its pace (docs/statistics.md)
+        n = len(answers)
+        if lim.stat == "mean":
+            est = censored_answer_mean(answers, conf) if n else None
+            gate, method = MEAN_MIN_SAMPLES, "skew-corrected interval of the mean gap, answers as the unit"
+        else:
+            est = clustered_quantile_estimate(answers, PERCENTILE_LEVELS[lim.stat], conf) if n else None
+            gate = clustered_min_answers(PERCENTILE_LEVELS[lim.stat], conf)
+            method = "order-statistic interval at the answers' effective sample size"
     elif lim.stat == "mean":
         est = censored_mean(data, conf) if n else None
-        gate, method = MEAN_MIN_SAMPLES, "Student t interval of the mean"
+        gate, method = MEAN_MIN_SAMPLES, "skew-corrected (Hall) interval of the mean"
     else:
         est = quantile_estimate(data, PERCENTILE_LEVELS[lim.stat], conf) if n else None
         gate = min_sample_size(PERCENTILE_LEVELS[lim.stat], conf)
@@ -336,14 +347,21 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
 
 
 def _plan_latency(data: list[float], lim: LatencyLimit, conf: float, n: int, measured: int) -> int | None:
+    """About how many measured requests would settle the row, if the distribution holds.
+
+    n is the row's unit count (values, or answers for ITL): the plan is made in that unit and
+    converted to requests at the observed units per request. For ITL it assumes independent
+    answers with the pooled gaps' shape, so it is a lower bound when answers differ in pace.
+    """
+    size = len(data)
     if lim.stat == "mean":
         if data and math.isinf(data[-1]):
             return None  # failures make the mean infinite: more requests will not settle it
-        mean = math.fsum(data) / n
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in data) / (n - 1)) if n > 1 else 0.0
+        mean = math.fsum(data) / size
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in data) / (size - 1)) if size > 1 else 0.0
         samples = samples_to_settle_mean(mean, sd, lim.limit, conf)
     else:
-        below = bisect_right(data, lim.limit) / n
+        below = bisect_right(data, lim.limit) / size
         samples = samples_to_settle_quantile(PERCENTILE_LEVELS[lim.stat], below, conf)
     return None if samples is None else _requests_for(samples, n, measured)
 

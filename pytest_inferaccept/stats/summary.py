@@ -8,10 +8,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_inferaccept.stats.clustered import (
+    clustered_mean_estimate,
+    clustered_quantile_estimate,
+    skew_mean_estimate,
+)
 from pytest_inferaccept.stats.percentiles import (
     PERCENTILE_LEVELS,
     Estimate,
-    mean_estimate,
     proportion_estimate,
     quantile,
     quantile_estimate,
@@ -251,14 +255,40 @@ class LoadSummary:
 
 
 def censored_mean(data: Sequence[float], confidence: float = 0.95) -> Estimate:
-    """The mean with its interval; with a failed request among the values it is infinite.
+    """The mean with its skew-corrected interval; with a failed request among the values it is infinite.
 
     A failure counts as slower than any limit, so no finite mean holds it: the estimate is
     infinite with no interval (a mean limit then fails; docs/statistics.md).
     """
     if data and data[-1] == CENSORED:
         return Estimate(value=CENSORED, low=CENSORED, high=None, n=len(data))
-    return mean_estimate(data, confidence)
+    return skew_mean_estimate(data, confidence)
+
+
+def censored_answer_mean(answers: Sequence[Sequence[float]], confidence: float = 0.95) -> Estimate:
+    """The mean gap with the answer as the unit; infinite when an answer failed mid-stream."""
+    if any(gap == CENSORED for own in answers for gap in own):
+        return Estimate(value=CENSORED, low=CENSORED, high=None, n=sum(1 for own in answers if own))
+    return clustered_mean_estimate(answers, confidence)
+
+
+def summarize_answers(answers: Sequence[Sequence[float]], confidence: float = 0.95) -> MetricSummary:
+    """ITL: percentiles and mean of the pooled gaps, with intervals that take the answer as the unit.
+
+    Gaps within one answer share its pace, so they are not independent draws: the intervals
+    come from `clustered_quantile_estimate` and `clustered_mean_estimate` (n = answers).
+    """
+    data = sorted(gap for own in answers for gap in own)
+    if not data:
+        return MetricSummary(n=0)
+    return MetricSummary(
+        n=len(data),
+        mean=censored_answer_mean(answers, confidence),
+        percentiles={name: clustered_quantile_estimate(answers, p, confidence)
+                     for name, p in PERCENTILE_LEVELS.items()},
+        max=Estimate(value=data[-1], low=data[-1], high=None, n=len(data)),
+        censored=len(data) - bisect_left(data, CENSORED),
+    )
 
 
 def summarize_metric(values: Iterable[float], confidence: float = 0.95) -> MetricSummary:
@@ -450,8 +480,11 @@ def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
         measured_window=mw,
         counts=counts,
         error_rate=proportion_estimate(counts.failed, counts.measured, confidence) if measured else None,
-        metrics={name: summarize_metric(data, confidence) for name, data in values.items()},
-        metrics_successful={name: summarize_metric(data, confidence) for name, data in successful.items()},
+        metrics={name: summarize_answers(answers_itl, confidence) if name == "itl"
+                 else summarize_metric(data, confidence) for name, data in values.items()},
+        metrics_successful={
+            name: summarize_answers([own for r, own in zip(measured, gaps, strict=True) if r.ok], confidence)
+            if name == "itl" else summarize_metric(data, confidence) for name, data in successful.items()},
         output_tokens=output_tokens,
         throughput_tokens_per_s=output_tokens / duration if duration else None,
         request_rate_per_s=len(ok) / duration if duration else None,
