@@ -49,9 +49,14 @@ class LoadResult:
         """Every request's record (warm-up included, flagged)."""
         return self.run.records
 
-    def stat(self, metric: str, stat: str = "p95") -> float | None:
-        """A latency statistic in seconds, e.g. stat("ttft", "p95"); None when not measured."""
-        summary = self.summary.metrics.get(metric)
+    def stat(self, metric: str, stat: str = "p95", *, successful: bool = False) -> float | None:
+        """A latency statistic in seconds, e.g. stat("ttft", "p95"); None when not measured.
+
+        Failed requests count as slower than any limit, so the figure is infinite when it falls
+        on them; `successful=True` gives the descriptive figure over successful requests only.
+        """
+        figures = self.summary.metrics_successful if successful else self.summary.metrics
+        summary = figures.get(metric)
         est = summary.stat(stat) if summary is not None else None
         return None if est is None else est.value
 
@@ -108,6 +113,10 @@ class LoadGen:
         self._restart = restart
         """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
         self.results: list[LoadResult] = []
+        self._from_knee: dict[str, Any] = {}
+        """Soak bases derived from a ladder's knee, with that knee (its certainty travels along)."""
+        self._rates_knee: tuple[tuple[float, ...], Any] | None = None
+        """The rates rates_around_knee() last derived from a ladder's knee, with that knee."""
         self.sized = ""
         """Why the last default-sized run asked for more requests than --load-requests' default."""
         self.capacity: list[CapacityResult] = []
@@ -309,11 +318,12 @@ class LoadGen:
 
         cap = self.settings.capacity
         chosen = tuple(rates or cap.sweep_rates or (1.0, 2.0, 4.0, 8.0))
+        knee = self._rates_knee[1] if self._rates_knee and self._rates_knee[0] == chosen else None
         return self.record(scenarios.sweep(
             self.measure, self.sampler(), rates=chosen, requests=requests or self._step_requests(),
             duration=duration or cap.step_duration, slo=self.slo, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, min_rate=min_rate, label=self.label, workload=workload,
-            say=self._say))
+            knee=knee, say=self._say))
 
     def soak(self, *, concurrency: int, duration: float, basis: str = "as asked",
              workload: str | Path | Workload | None = None) -> CapacityResult:
@@ -324,7 +334,8 @@ class LoadGen:
         return self.record(scenarios.soak(
             self.measure, self.sampler(), concurrency=concurrency, duration=duration, slo=self.slo,
             drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance, alpha=0.01,
-            label=self.label, workload=workload, basis=basis, say=self._say))
+            label=self.label, workload=workload, basis=basis, knee=self._from_knee.get(basis),
+            say=self._say))
 
     def push(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
              duration: float | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
@@ -422,6 +433,8 @@ class LoadGen:
             if rate:
                 rates = tuple(sorted({round(rate * f, 2) for f in (0.25, 0.5, 0.75, 1.0, 1.25)} - {0.0}))
                 where = "knee" if ladder.findings["knee"]["level"] else "top level (no knee)"
+                knee = ladder.findings["knee"]
+                self._rates_knee = (rates, knee) if knee["level"] else None
                 return rates, f"around the ladder's {where}: {rate:.2f} requests/s at c={level:g}"
         return (1.0, 2.0, 4.0, 8.0), "default rates (no ladder ran before the sweep)"
 
@@ -435,7 +448,9 @@ class LoadGen:
             knee = ladder.findings["knee"]["level"]
             if knee:
                 c = max(1, round(cap.soak_fraction * knee))
-                return c, f"{cap.soak_fraction:g} × the ladder's knee at c={knee:g}"
+                basis = f"{cap.soak_fraction:g} × the ladder's knee at c={knee:g}"
+                self._from_knee[basis] = ladder.findings["knee"]  # the soak says when it is unconfirmed
+                return c, basis
             best = ladder.findings.get("max_slo_level")
             if best:
                 c = max(1, round(cap.soak_fraction * best))

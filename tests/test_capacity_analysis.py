@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pytest_inferaccept.capacity.analysis import breaker, explain, find_knee, max_slo_level
+from pytest_inferaccept.capacity.analysis import breaker, explain, find_knee, knee_caveat, max_slo_level
 from pytest_inferaccept.capacity.settings import CapacitySettingsError, resolve_capacity
 from pytest_inferaccept.stats.trend import mann_kendall, theil_sen, trend
 
@@ -52,6 +52,41 @@ def test_the_knee_reason_gives_the_figures() -> None:
     assert "from c=4 to c=8 throughput grew +0%" in knee.reason
     assert "latency p95 rose +100%" in knee.reason
     assert knee.efficiency[:2] == [1.0, 1.0]
+
+
+def test_one_disturbed_level_does_not_move_the_knee() -> None:
+    rows = _slots_ladder(16, (1, 2, 4, 8, 16, 32, 64))
+    # c=4 measured 40% low on throughput and 50% high on latency: from 2 to 4 it looks saturated.
+    rows[2]["throughput_tokens_per_s"] *= 0.6  # type: ignore[operator]
+    rows[2]["e2e_p95"] *= 1.5  # type: ignore[operator]
+    knee = find_knee(rows)
+    assert (knee.level, knee.confirmed) == (16, True)
+    assert "on the lines fitted through all 7 levels" in knee.reason
+
+
+def test_a_knee_with_one_level_beyond_it_is_not_confirmed_and_says_so() -> None:
+    knee = find_knee(_slots_ladder(16))
+    assert (knee.level, knee.confirmed, knee.levels_beyond) == (16, False, 1)
+    found = knee.to_json()
+    assert found["confirmed"] is False
+    assert found["certainty"].startswith("not confirmed: only c=32 lies beyond")
+    assert knee_caveat(found) == "the ladder's knee at c=16, which is not confirmed (only 1 level beyond it)"
+    sure = find_knee(_slots_ladder(4)).to_json()
+    assert sure["confirmed"] is True and knee_caveat(sure) == ""
+    assert knee_caveat({"level": 4, "reason": "an older document"}) == ""  # no `confirmed` key: as reported
+    assert knee_caveat(None) == ""
+
+
+def test_a_sweep_knee_is_read_off_its_throughput_alone() -> None:
+    # Open loop: latency climbs before capacity (queues form), so only throughput places the bend.
+    rows = []
+    for rate in (2.5, 5.0, 7.5, 10.0, 12.5, 15.0):
+        load = rate / 10.0
+        rows.append({"level": rate, "throughput_tokens_per_s": 100 * min(rate, 10.0),
+                     "e2e_p95": 0.2 / (1 - load) if load < 0.9 else 2.0 + 30 * (load - 0.9)})
+    knee = find_knee(rows, unit="rate", closed_loop=False)
+    assert (knee.level, knee.confirmed) == (10.0, True)
+    assert knee.reason.startswith("from rate=10 to rate=12.5 throughput grew +0%")
 
 
 def test_max_slo_level_counts_up_from_the_bottom_and_names_the_first_failure() -> None:
@@ -114,6 +149,29 @@ def test_a_flat_noisy_series_does_not_drift_and_a_rising_one_does() -> None:
     tr = trend(rising, window_s=6)
     assert tr.drifts(tolerance=0.10) is True
     assert tr.relative_change is not None and tr.relative_change > 1.5
+
+
+def test_a_trend_reports_its_slope_with_an_interval_and_keeps_its_old_keys() -> None:
+    rng = random.Random(2)
+    rising = [(t * 0.5, 0.1 + 0.002 * t + rng.gauss(0, 0.01)) for t in range(240)]
+    tr = trend(rising, window_s=6)
+    assert tr.slope_per_s is not None and tr.slope_low is not None and tr.slope_high is not None
+    assert tr.slope_low < tr.slope_per_s < tr.slope_high
+    assert tr.slope_low > 0  # per second: the true slope is 0.004 s/s
+    assert tr.slope_low < 0.004 < tr.slope_high
+    found = tr.to_json()
+    assert {"n", "slope_per_s", "p_value", "start", "span_s", "change", "relative_change"} <= set(found)
+    assert {"slope_low", "slope_high", "confidence", "lag1", "assumed_correlation", "method"} <= set(found)
+    # Reproducible: the simulated null distribution is seeded.
+    assert trend(rising, window_s=6) == tr
+
+
+def test_a_perfect_line_is_a_trend_and_a_constant_is_none() -> None:
+    line = trend([(float(t), 1.0 + 0.5 * t) for t in range(12)])
+    assert line.p_value is not None and line.p_value < 0.001
+    assert line.slope_low == line.slope_high == pytest.approx(0.5)
+    flat = trend([(float(t), 2.0) for t in range(12)])
+    assert flat.p_value == 1.0 and flat.drifts(tolerance=0.1) is False
 
 
 def test_too_few_windows_cannot_judge_drift() -> None:

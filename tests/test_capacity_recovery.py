@@ -73,11 +73,26 @@ def test_a_killed_server_comes_back_and_the_recovery_is_measured(pytester: pytes
     assert rec["status"] == "pass", rec
     assert 1.0 < found["killed_at_s"] < 2.5, found
     assert 0 < found["ready_s"] <= found["first_good_answer_s"] < 20, found
-    assert found["requests_lost"] >= 1 and found["clean_errors"] and found["hung"] == 0, found
+    assert found["requests_failed"] >= 1 and found["clean_errors"] and found["hung"] == 0, found
     assert set(found["error_classes"]) <= {"connect", "stream_error"}, found
     assert found["requests_ok_after_restart"] >= 1, found
-    assert rec["headline"].startswith(f"killed {found['killed_at_s']:.1f} s into the load: ready again ")
-    assert "all with clean errors" in rec["headline"]
+    # Requests lost at the traffic the level served before the kill, over the outage: the closed
+    # loop's refused attempts meanwhile (one per millisecond or so per slot) are kept, not counted.
+    rate, outage = found["request_rate_per_s"], found["outage_s"]
+    assert found["request_rate_basis"] == "before the kill" and found["outage_ended"], found
+    assert rate == pytest.approx(found["request_rate_answers"] / found["killed_at_s"], rel=0.05), found
+    assert 2 < rate < 4 / 0.05, found  # 4 slots, each answer longer than the fake's 50 ms TTFT
+    assert outage == pytest.approx(found["first_good_answer_s"])
+    assert found["requests_lost_during_outage"] == pytest.approx(rate * outage), found
+    assert found["client_attempts_refused"] == found["requests_failed"] - found["lost_in_flight"]
+    assert rec["headline"].startswith(f"killed {found['killed_at_s']:.1f} s into the load: ready again "
+                                      f"{found['ready_s']:.1f} s after the kill, first good answer after "
+                                      f"{outage:.1f} s; at the {rate:.1f} requests/s this level served, "
+                                      "about "), rec["headline"]
+    flight = found["lost_in_flight"]
+    assert (f"plus {flight} in flight at the kill" if flight else "none was in flight") in rec["headline"]
+    assert "every failure was a clean error (" in rec["headline"]
+    assert "connect ×" not in rec["headline"]  # the attempts' number is the client's spin, not a loss
     # The old process group is gone; exactly the new one ran at the end; nothing after the run.
     started = pids_started(out)
     new = _restarted(out)
@@ -146,8 +161,12 @@ def test_against_a_server_url_the_recovery_is_skipped(pytester: pytest.Pytester,
 
 
 def _stubbed(records: list[Any], *, restart: Any = None, answers: bool = True,
-             answer_within: float = 30.0) -> Any:
-    """recovery() over a made-up load: `records` are (send, end, error) seconds since the load's start."""
+             answer_within: float = 30.0, down: float = 0.0) -> Any:
+    """recovery() over a made-up load: `records` are (send, end, error) seconds since the load's start.
+
+    The kill comes 1.0 s into the load, `down` seconds before the restarted server is ready (and
+    answers at once when `answers`).
+    """
     from pytest_inferaccept.capacity.recovery import recovery
     from pytest_inferaccept.load import LoadRun
     from pytest_inferaccept.load.records import RequestRecord
@@ -155,18 +174,22 @@ def _stubbed(records: list[Any], *, restart: Any = None, answers: bool = True,
     from pytest_inferaccept.stats import summarize
 
     called = threading.Event()
+    kills: list[float] = []
 
     def kill() -> dict[str, Any]:
-        called.set()
         if restart is not None:
+            called.set()
             return dict(restart())
         now = time.monotonic()
-        return {"killed_at": now, "ready_at": now + 0.01, "ready_s": 0.01, "pid_killed": 1, "pid": 2,
-                "error": None}
+        kills.append(now - down)
+        called.set()
+        return {"killed_at": now - down, "ready_at": now + 0.01, "ready_s": down + 0.01, "pid_killed": 1,
+                "pid": 2, "error": None}
 
     def measure(tag: str, **kwargs: Any) -> LoadResult:
         called.wait(5)
-        t0 = time.monotonic() - 1.0  # the load "started" a second ago: the kill came at 1.0 s
+        # The load "started" a second before the kill.
+        t0 = (kills[0] if kills else time.monotonic()) - 1.0
         recs = [RequestRecord(index=i, send=send, end=end, error=error, status=None if error else 200)
                 for i, (send, end, error) in enumerate(records)]
         run = LoadRun(spec={}, records=recs, window=(0.0, 10.0), server_metrics={}, stopped_by="duration",
@@ -185,7 +208,7 @@ def test_a_client_left_hanging_past_the_timeout_fails_the_recovery() -> None:
     assert result.findings["hung"] == 1 and not result.findings["clean_errors"]
     assert result.reasons == [
         "1 request(s) hung past the request timeout (5 s + 2 s): the longest took 7.5 s"]
-    assert result.findings["lost_in_flight"] == 1 and result.findings["lost_after_kill"] == 1
+    assert result.findings["lost_in_flight"] == 1 and result.findings["client_attempts_refused"] == 1
     assert result.findings["requests_ok_after_restart"] == 1
 
 
@@ -193,6 +216,11 @@ def test_no_good_answer_after_the_restart_fails_and_a_failed_kill_is_invalid() -
     silent = _stubbed([(0.2, 0.9, None)], answers=False, answer_within=0.3)
     assert silent.status == "fail"
     assert silent.reasons[0].startswith("ready again 0.0 s after the kill, but no good answer within 0.3 s")
+    # The outage had not ended when the probing gave up: the loss is a lower bound, and says so.
+    assert silent.findings["outage_ended"] is False and silent.findings["outage_s"] >= 0.3
+    assert silent.findings["request_rate_per_s"] == pytest.approx(1.0, rel=0.01)
+    assert (f"at the 1.0 requests/s this level served, at least {silent.findings['outage_s']:.1f} requests "
+            "would have been lost during the outage, which was still going") in silent.headline
 
     def cannot_kill() -> dict[str, Any]:
         raise RuntimeError("the chat server is not running")
@@ -206,3 +234,45 @@ def test_no_good_answer_after_the_restart_fails_and_a_failed_kill_is_invalid() -
     with pytest.raises(ValueError, match="must fall inside the load"):
         recovery(lambda tag, **kw: pytest.fail("no load without a kill"), lambda: (True, ""), dict,
                  concurrency=1, duration=2.0, kill_after=3.0, request_timeout=5.0, label="x")
+
+
+def _outage_load(refused: int, *, down: float, before: bool = True) -> list[tuple[float, float, Any]]:
+    """Ten answers a second before the kill at 1.0 s (or none), two streams cut by it, `refused`
+    connection attempts while the server is down for `down` s, then ten answers a second again."""
+    pre = [(i / 10, i / 10 + 0.05, None) for i in range(10)] if before else []
+    cut = [(0.9, 1.05, "stream_error")] * 2
+    gap = [(1.0 + down * k / refused, 1.0 + down * k / refused + 0.001, "connect") for k in range(refused)]
+    back = [(1.1 + down + i / 10, 1.15 + down + i / 10, None) for i in range(10)]
+    return pre + cut + gap + back
+
+
+def test_requests_lost_are_counted_at_the_served_rate_not_at_the_clients_resend_speed() -> None:
+    # The same traffic and the same 0.8 s outage; the client failed 40 or 4,000 times meanwhile.
+    slow, fast = (_stubbed(_outage_load(n, down=0.8), down=0.8) for n in (40, 4000))
+    for result, attempts in ((slow, 40), (fast, 4000)):
+        found = result.findings
+        assert result.status == "pass", result.reasons
+        assert found["client_attempts_refused"] == attempts and found["lost_in_flight"] == 2, found
+        assert found["request_rate_per_s"] == pytest.approx(10.0) and found["request_rate_answers"] == 10
+        assert found["request_rate_basis"] == "before the kill"
+        assert found["outage_s"] == pytest.approx(0.8, abs=0.1) and found["outage_ended"], found
+        assert found["requests_lost_during_outage"] == pytest.approx(10.0 * found["outage_s"])
+        match = re.search(r"; at the 10\.0 requests/s this level served, about (\d+\.\d) requests would have "
+                          r"been lost during the outage, plus 2 in flight at the kill \(stream_error ×2\); "
+                          r"every failure was a clean error \(connect, stream_error\)$", result.headline)
+        assert match, result.headline
+        assert float(match.group(1)) == pytest.approx(found["requests_lost_during_outage"], abs=0.05)
+        assert str(attempts) not in result.headline
+    # A hundred times the refused attempts, the same loss (up to the few ms the stub's threads take).
+    lost = [r.findings["requests_lost_during_outage"] for r in (slow, fast)]
+    assert abs(lost[0] - lost[1]) < 0.5, lost
+
+
+def test_without_an_answer_before_the_kill_the_rate_after_the_restart_stands_in() -> None:
+    result = _stubbed(_outage_load(20, down=0.5, before=False), down=0.5)
+    found = result.findings
+    assert found["request_rate_basis"] == "after the restart" and found["request_rate_answers"] == 10, found
+    # Ten answers from the first good one to the last answer's end (about 1.05 s).
+    assert found["request_rate_per_s"] == pytest.approx(10 / 1.05, rel=0.05), found
+    served = f"at the {found['request_rate_per_s']:.1f} requests/s this level served after the restart, "
+    assert served in result.headline, result.headline

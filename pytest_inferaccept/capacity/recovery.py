@@ -4,8 +4,15 @@ The load runs in the caller's thread through `measure` (one bounded closed-loop 
 thread calls `restart` `kill_after` seconds into it (the session kills the server's process
 group and starts the same command again), then polls `alive` every 0.2 s until the first good
 answer. The findings: when the kill came, how long until the server was ready again and until
-it answered, how many requests were lost and how they failed, and whether any client hung
-past its timeout instead of getting an error. Nothing here imports pytest.
+it answered, how many requests users would have lost, how they failed, and whether any client
+hung past its timeout instead of getting an error. Nothing here imports pytest.
+
+Requests lost are counted at the traffic the level represents: the successful requests per
+second it served before the kill, times the outage (kill to the first good answer), plus the
+requests in flight at the kill. The closed loop's own failed attempts during the outage are
+not that figure: a refused connection fails in a millisecond and the loop sends again at once,
+so their number says how fast the client can fail (thousands a second), not what users lose.
+They are kept, named `client_attempts_refused`.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ def recovery(
         except Exception as exc:  # the kill itself failed: reported, never raised in this thread
             box["restart_failed"] = f"{type(exc).__name__}: {exc}"
             return
+        # Without an answer, the outage lasted at least until the restart or the probing gave up.
+        box["down_until"] = time.monotonic()
         if box["restart"].get("ready_at") is None:
             return
         deadline = time.monotonic() + answer_within
@@ -75,6 +84,7 @@ def recovery(
             if ok:
                 box["answer_at"] = time.monotonic()
                 return
+            box["down_until"] = time.monotonic()
             if time.monotonic() >= deadline:
                 return
             time.sleep(POLL_S)
@@ -135,7 +145,7 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
         "ready_s": info.get("ready_s"),
         "first_good_answer_s": None if answer_at is None or killed_at is None else answer_at - killed_at,
         "requests_measured": len(measured),
-        "requests_lost": len(failed),
+        "requests_failed": len(failed),
         "error_classes": dict(classes),
         "error_statuses": {str(k): v for k, v in sorted(statuses.items())},
         "clean_errors": not hung,
@@ -149,14 +159,17 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
         "last_seen": box.get("last_seen"),
     }
     if killed_at is not None:
-        # Requests in flight when the server died, and those sent while it was down or back.
+        # Requests in flight when the server died, and the client's attempts while it was down or back.
         in_flight = [r for r in failed if at(r.worker, r.send) < killed_at]
         after_kill = [r for r in measured if at(r.worker, r.send) >= killed_at]
         back = [r for r in after_kill if r.ok]
         findings["lost_in_flight"] = len(in_flight)
-        findings["lost_after_kill"] = len(failed) - len(in_flight)
+        findings["in_flight_error_classes"] = dict(Counter(r.error for r in in_flight if r.error))
+        findings["client_attempts_refused"] = len(failed) - len(in_flight)
         findings["requests_ok_after_restart"] = len(back)
         findings["first_load_answer_s"] = min((at(r.worker, r.end) - killed_at for r in back), default=None)
+        findings.update(_traffic_lost(measured, at, load_t0=load_t0, killed_at=killed_at,
+                                      answer_at=answer_at, down_until=box.get("down_until")))
     row["recovery"] = {k: findings[k] for k in ("killed_at_s", "ready_s", "first_good_answer_s")}
     out = CapacityResult(
         kind="recovery",
@@ -170,7 +183,6 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
                 "request_timeout_s": request_timeout, "answer_within_s": answer_within,
                 "poll_s": POLL_S, "hang_grace_s": HANG_GRACE_S},
     )
-    lost = _lost_text(findings, classes, statuses, len(hung), request_timeout)
     if killed_at is None:
         out.status = "invalid"
         why = (f"the server could not be killed: {box['restart_failed']}" if "restart_failed" in box
@@ -178,6 +190,7 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
         out.reasons.append(why)
         out.headline = f"no recovery measured: {why}"
         return out
+    lost = _lost_text(findings, classes, len(hung), request_timeout)
     when = f"killed {findings['killed_at_s']:.1f} s into the load"
     if ready_at is None:
         out.status = "fail"
@@ -191,8 +204,8 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
         out.reasons.append(why)
         out.headline = f"{when}: {why}; {lost}"
     else:
-        out.headline = (f"{when}: ready again {findings['ready_s']:.1f} s later, first good answer after "
-                        f"{findings['first_good_answer_s']:.1f} s; {lost}")
+        out.headline = (f"{when}: ready again {findings['ready_s']:.1f} s after the kill, first good answer "
+                        f"after {findings['first_good_answer_s']:.1f} s; {lost}")
     if hung:
         out.status = "fail"
         out.reasons.append(f"{len(hung)} request(s) hung past the request timeout ({request_timeout:g} s "
@@ -200,25 +213,79 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
     return out
 
 
-def _lost_text(findings: dict[str, Any], classes: Counter[str], statuses: Counter[int], hung: int,
-               request_timeout: float) -> str:
-    """'12 requests lost (2 in flight at the kill, 10 sent after it), all with clean errors (...)'."""
-    n = findings["requests_lost"]
-    if not n:
-        return "no request lost"
-    kinds = [f"{c} ×{k}" for c, k in classes.most_common()]
-    # A stream cut after its 200 is a stream_error already; only error answers are named by status.
-    kinds += [f"HTTP {s} ×{k}" for s, k in sorted(statuses.items()) if s >= 300]
-    what = f" ({', '.join(kinds)})" if kinds else ""
-    noun = "request" if n == 1 else "requests"
-    split = ""
-    if findings.get("lost_in_flight") is not None:
-        split = (f" ({findings['lost_in_flight']} in flight at the kill, {findings['lost_after_kill']} "
-                 "sent after it)")
+def _traffic_lost(measured: list[Any], at: Callable[[int, float], float], *, load_t0: float,
+                  killed_at: float, answer_at: float | None, down_until: float | None) -> dict[str, Any]:
+    """The level's served rate, the outage, and the requests that traffic would have lost in it.
+
+    The rate is the level's answers per second before the kill, from the load's start (the
+    first answers' own time counts, so with few answers it errs low); when none came back
+    before the kill (answers longer than `kill_after`), the answers per second
+    after the first good answer stand in, named as such. The outage runs from the kill to the
+    first good answer; without one, to the moment the restart or the probing gave up, and the
+    figure is a lower bound. Neither depends on how many attempts the client made meanwhile.
+    """
+    ok = [(at(r.worker, r.send), at(r.worker, r.end)) for r in measured if r.ok]
+    before = [end for _, end in ok if end <= killed_at]
+    rate: float | None = None
+    basis: str | None = None
+    answers, window = 0, None
+    if before and killed_at > load_t0:
+        answers, window, basis = len(before), killed_at - load_t0, "before the kill"
+    elif answer_at is not None:
+        # Answers sent after the server answered again, over the span from then to the last of them.
+        after = [end for send, end in ok if send >= answer_at]
+        if after and max(after) > answer_at:
+            answers, window, basis = len(after), max(after) - answer_at, "after the restart"
+    if window:
+        rate = answers / window
+    ended = answer_at is not None
+    end = answer_at if ended else down_until
+    outage = None if end is None else end - killed_at
+    return {
+        "request_rate_per_s": rate,
+        "request_rate_basis": basis,
+        "request_rate_answers": answers,
+        "request_rate_window_s": window,
+        "outage_s": outage,
+        "outage_ended": ended,
+        "requests_lost_during_outage": None if rate is None or outage is None else rate * outage,
+    }
+
+
+def _about(n: float) -> str:
+    """'99', '3.4': whole requests from ten on, one decimal below (an estimate, not a count)."""
+    return f"{n:.0f}" if n >= 9.5 else f"{n:.1f}"
+
+
+def _lost_text(findings: dict[str, Any], classes: Counter[str], hung: int, request_timeout: float) -> str:
+    """'at the 12.4 requests/s this level served, about 99 requests would have been lost during the
+    outage, plus 4 in flight at the kill (stream_error ×4); every failure was a clean error (connect,
+    stream_error)'."""
+    lost, rate = findings.get("requests_lost_during_outage"), findings.get("request_rate_per_s")
+    in_flight = findings.get("lost_in_flight") or 0
+    flight_classes = Counter(findings.get("in_flight_error_classes") or {})
+    flight_kinds = ", ".join(f"{c} ×{k}" for c, k in flight_classes.most_common())
+    plus = (f", plus {in_flight} in flight at the kill" + (f" ({flight_kinds})" if flight_kinds else "")
+            if in_flight else " (none was in flight at the kill)")
+    if lost is None or rate is None:
+        text = ("the traffic this level served is unknown (no answer came back outside the outage), so "
+                f"the requests lost during the outage are not estimated; {in_flight} in flight at the kill"
+                + (f" ({flight_kinds})" if flight_kinds else ""))
+    else:
+        served = ("this level served" if findings.get("request_rate_basis") == "before the kill"
+                  else "this level served after the restart")
+        how = "would have been lost during the outage"
+        if not findings.get("outage_ended"):
+            how = (f"would have been lost during the outage, which was still going "
+                   f"{findings['outage_s']:.1f} s after the kill")
+        amount = ("about " if findings.get("outage_ended") else "at least ") + _about(lost)
+        text = f"at the {rate:.1f} requests/s {served}, {amount} requests {how}{plus}"
+    if not classes:
+        return text
     if not hung:
-        return f"{n} {noun} lost{split}, all with clean errors{what}"
-    return (f"{n} {noun} lost{split}{what}; {hung} of them hung past the request timeout "
-            f"({request_timeout:g} s)")
+        # Which way the client's attempts failed, without their number (the client's spin speed).
+        return f"{text}; every failure was a clean error ({', '.join(sorted(classes))})"
+    return f"{text}; {hung} request(s) hung past the request timeout ({request_timeout:g} s)"
 
 
 def _timeline(measured: list[Any], at: Callable[[int, float], float], load_t0: float,

@@ -9,12 +9,19 @@ findings, explanations and series. Nothing here imports pytest.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_inferaccept.capacity.analysis import breaker, explain, find_knee, latency_of, max_slo_level
+from pytest_inferaccept.capacity.analysis import (
+    breaker,
+    explain,
+    find_knee,
+    knee_caveat,
+    latency_of,
+    max_slo_level,
+)
 from pytest_inferaccept.capacity.sampler import Sampler
 from pytest_inferaccept.stats.trend import trend
 
@@ -68,8 +75,17 @@ class CapacityResult:
         }
 
 
-def step_row(level: float, result: LoadResult, peaks: dict[str, float] | None = None) -> dict[str, Any]:
-    """One step's figures: counts, latency percentiles, throughput, achieved load, SLO, telemetry peaks."""
+def step_row(level: float, result: LoadResult, peaks: dict[str, float] | None = None, *,
+             failing_above: float = 0.5) -> dict[str, Any]:
+    """One step's figures: counts, latency percentiles, throughput, achieved load, SLO, telemetry peaks.
+
+    `failures` says what failed, by kind, and `failing` whether the step failed as a whole: its
+    failures other than load shedding (429/503) are conclusively more than `failing_above` of
+    its requests, or every request failed (see capacity/failures.py). `failure_text` names them
+    ("under concurrency 2, 38 of 40 answers were incomplete: no content, no finish_reason").
+    """
+    from pytest_inferaccept.capacity.failures import describe
+
     s = result.summary
     measured = [r for r in result.records if not r.warmup]
     failed = [r for r in measured if not r.ok]
@@ -95,9 +111,15 @@ def step_row(level: float, result: LoadResult, peaks: dict[str, float] | None = 
         "stopped_by": result.run.stopped_by,
         "telemetry": dict(peaks or {}),
     }
+    failures = describe(result.records, result.run.spec, failing_above=failing_above)
+    row["failures"] = failures
+    row["failing"] = failures["failing"]
+    row["failure_text"] = failures["text"]
+    # Latency over the answered requests (descriptive: the knee and the charts read it); the
+    # failures are in `failed`, `failures` and `failing`, and the SLO judged every request.
     for metric in ("ttft", "e2e", "itl"):
         for stat in ("p50", "p95", "p99"):
-            row[f"{metric}_{stat}"] = result.stat(metric, stat)
+            row[f"{metric}_{stat}"] = result.stat(metric, stat, successful=True)
     return row
 
 
@@ -108,9 +130,19 @@ def _ms(seconds: float | None) -> str:
 
 
 def _statuses(row: dict[str, Any]) -> str:
-    """' (HTTP 503 ×52)' for a step's failed answers by status, or ''."""
-    counts = row.get("error_statuses") or {}
-    return f" ({', '.join(f'HTTP {s} ×{n}' for s, n in sorted(counts.items()))})" if counts else ""
+    """' (HTTP 503 ×52)', ' (incomplete ×20)' for a step's failures by kind, or ''.
+
+    An error answer is named by its status; a failure after a 200 (an incomplete answer, a
+    stream cut) by its class, never as "HTTP 200".
+    """
+    kinds = (row.get("failures") or {}).get("kinds")
+    if kinds is None:  # a row from before failures were described: statuses of error answers only
+        statuses = row.get("error_statuses") or {}
+        kinds = {f"HTTP {s}": n for s, n in sorted(statuses.items()) if int(s) >= 300}
+    short: Counter[str] = Counter()
+    for kind, n in kinds.items():
+        short[kind.split(" (")[0]] += n
+    return f" ({', '.join(f'{k} ×{n}' for k, n in short.most_common())})" if short else ""
 
 
 def _level(unit: str, level: float) -> str:
@@ -154,7 +186,9 @@ def _climb(
             if row["client_bound"]:
                 stopped = f"stopped climbing at {_level(unit, level)}: the client was the bottleneck"
                 break
-    knee = find_knee(rows, unit=unit)
+    # A level whose answers mostly failed (or all did) is a finding, whatever the knee says.
+    bad = next((r for r in rows if r.get("failing")), None)
+    knee = find_knee([r for r in rows if not r.get("failing")], unit=unit, closed_loop=kind == "ladder")
     best, why_best = max_slo_level(rows, unit=unit) if slo is not None else (None, "no SLO given")
     result = CapacityResult(
         kind=kind,
@@ -199,12 +233,26 @@ def _climb(
             f"meets the SLOs only up to {_level(unit, best)}; required: "
             f"{_level(unit, min_level)} ({why_best})"
         )
-    result.headline = _headline(rows, knee.level, best, why_best, slo is not None, unit)
+    if knee.level is not None and not knee.confirmed:
+        result.notes.append(f"knee {knee.certainty}")
+    result.headline = _headline(rows, knee.level, best, why_best, slo is not None, unit,
+                                confirmed=knee.confirmed)
+    if bad is not None:  # NO-GO whatever else holds: the server broke, the client did not
+        result.status = "fail"
+        result.reasons.insert(0, bad["failure_text"])
+        result.headline = f"{bad['failure_text']}; {result.headline}"
     return result
 
 
 def _headline(
-    rows: list[dict[str, Any]], knee: float | None, best: float | None, why_best: str, judged: bool, unit: str
+    rows: list[dict[str, Any]],
+    knee: float | None,
+    best: float | None,
+    why_best: str,
+    judged: bool,
+    unit: str,
+    *,
+    confirmed: bool = True,
 ) -> str:
     parts = []
     if judged:
@@ -213,8 +261,10 @@ def _headline(
             if best is not None
             else "meets the SLOs at no level measured"
         )
+    beyond = sum(1 for r in rows if knee is not None and r["level"] > knee)
     parts.append(
         f"knee at {_level(unit, knee)}"
+        + ("" if confirmed else f" (not confirmed: only {beyond} level{'' if beyond == 1 else 's'} above it)")
         if knee is not None
         else f"no knee up to {_level(unit, rows[-1]['level'])}"
         if rows
@@ -300,9 +350,14 @@ def sweep(
     label: str,
     workload: Any = None,
     seed: int = 0,
+    knee: Mapping[str, Any] | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> CapacityResult:
-    """Open loop (Poisson arrivals) at each rate, each step bounded by `requests` and `duration`."""
+    """Open loop (Poisson arrivals) at each rate, each step bounded by `requests` and `duration`.
+
+    `knee` is the ladder's knee (its `findings["knee"]`) when the rates were chosen around it: an
+    unconfirmed one is said in the notes and the headline, since the rates inherit its doubt.
+    """
 
     def step(rate: float) -> LoadResult:
         return measure(
@@ -339,6 +394,11 @@ def sweep(
     for row in result.steps:
         asked, got = row.get("asked_rate"), row.get("achieved_rate")
         row["achieved_fraction"] = got / asked if asked and got is not None else None
+    caveat = knee_caveat(knee)
+    if caveat:
+        result.params["basis_caveat"] = caveat
+        result.notes.insert(0, f"rates chosen around {caveat}")
+        result.headline += f"; rates chosen around {caveat}"
     return result
 
 
@@ -355,9 +415,14 @@ def soak(
     label: str,
     workload: Any = None,
     basis: str,
+    knee: Mapping[str, Any] | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> CapacityResult:
-    """A long closed-loop run: latency drift, memory growth and error onset, each with its series."""
+    """A long closed-loop run: latency drift, memory growth and error onset, each with its series.
+
+    `knee` is the ladder's knee (its `findings["knee"]`) when `concurrency` was derived from it: an
+    unconfirmed one is said beside the basis, in the notes and in the headline.
+    """
     with sampler:
         t0 = sampler.now()
         result = measure(
@@ -451,6 +516,10 @@ def soak(
     )
     out.steps = [step_row(concurrency, result, sampler.peaks(t0, t1))]
     out.findings = {"checks": checks}
+    caveat = knee_caveat(knee)
+    if caveat:
+        out.params["basis_caveat"] = caveat
+        out.notes.append(f"the concurrency comes from {caveat}")
     out.notes += [f"not measured: {a}" for a in sampler.absent()]
     for name, check in checks.items():
         if check["status"] == "fail":
@@ -477,7 +546,8 @@ def soak(
     ):
         out.status = "invalid"
         out.reasons.append("the soak was too short to judge drift (fewer than 8 windows with answers)")
-    out.headline = f"{duration:g} s at c={concurrency} ({basis}): " + "; ".join(
+    where = f"{basis}; {caveat}" if caveat else basis
+    out.headline = f"{duration:g} s at c={concurrency} ({where}): " + "; ".join(
         c["text"] for c in checks.values()
     )
     return out
@@ -489,17 +559,23 @@ def _drift_text(
     if verdict is None:
         return f"{what}: not enough windows to judge drift ({tr.n})"
     change = tr.relative_change
-    size = (
-        f"{tr.change * 1000:+.0f} ms"
-        if seconds and tr.change is not None
-        else f"{tr.change / 2**20:+.1f} MiB"
-        if tr.change is not None
-        else "n/a"
+
+    def amount(value: float | None) -> str:
+        if value is None:
+            return "n/a"
+        return f"{value * 1000:+.0f} ms" if seconds else f"{value / 2**20:+.1f} MiB"
+
+    span = tr.span_s
+    interval = (
+        f"{tr.confidence:.0%} interval {amount(tr.slope_low * span)} to {amount(tr.slope_high * span)}; "
+        if tr.slope_low is not None and tr.slope_high is not None
+        else ""
     )
     verb = "drifts" if verdict else "stable"
     return (
-        f"{what} {verb}: {size} over {tr.span_s:.0f} s ({change:+.1%} of its start; p = {tr.p_value:.2g}; "
-        f"a finding needs p < {alpha:g} and more than {tolerance:.0%})"
+        f"{what} {verb}: {amount(tr.change)} over {span:.0f} s ({change:+.1%} of its start; {interval}"
+        f"p = {tr.p_value:.2g}, allowing for correlated windows; a finding needs p < {alpha:g} and more "
+        f"than {tolerance:.0%})"
     )
 
 
@@ -515,7 +591,14 @@ def _window_counts(times: list[float], width: float) -> list[tuple[float, int]]:
 
 
 def _classify(result: LoadResult, alive: tuple[bool, str], request_timeout: float) -> dict[str, Any]:
-    """How the server failed at a boundary: graceful shedding, or not (and why)."""
+    """How the server failed at a boundary: graceful shedding, or not (and why).
+
+    An answer that came with HTTP 200 and then failed (incomplete, a stream cut) is named by
+    what went wrong, never as "answered HTTP 200"; an incomplete answer is never graceful.
+    """
+    from pytest_inferaccept.capacity.failures import describe, incomplete_text
+    from pytest_inferaccept.load.records import HARNESS_ERROR
+
     failed = [r for r in result.records if not r.warmup and not r.ok]
     statuses = Counter(r.status for r in failed if r.status is not None)
     classes = Counter(r.error for r in failed if r.error)
@@ -523,12 +606,17 @@ def _classify(result: LoadResult, alive: tuple[bool, str], request_timeout: floa
     fast = median(r.e2e for r in shed) if shed else None
     hung = [r for r in failed if r.e2e > request_timeout + 2]
     problems = []
-    bad_status = {s: n for s, n in statuses.items() if s not in GRACEFUL_STATUSES}
+    described = describe(result.records)
+    empty = incomplete_text(described["kinds"], described["measured"])
+    if empty:
+        problems.append(empty)
+    # Error answers by status; a 200 that failed afterwards is named by its class below.
+    bad_status = {s: n for s, n in statuses.items() if s >= 300 and s not in GRACEFUL_STATUSES}
     if bad_status:
         problems.append("answered " + ", ".join(f"HTTP {s} ×{n}" for s, n in sorted(bad_status.items())))
-    for cls in ("timeout", "stall", "connect", "stream_error"):
-        if classes.get(cls):
-            problems.append(f"{classes[cls]} request(s) ended in {cls}")
+    for cls, n in classes.most_common():
+        if cls not in ("http_4xx", "http_5xx", "incomplete", HARNESS_ERROR):
+            problems.append(f"{n} request(s) ended in {cls}")
     if hung:
         problems.append(f"{len(hung)} request(s) hung past the request timeout ({request_timeout:g} s)")
     if not alive[0]:
@@ -564,7 +652,16 @@ def push(
     workload: Any = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> CapacityResult:
-    """Raise concurrency until errors or latency cross the breaker; how did the server fail there?"""
+    """Raise concurrency until errors or latency cross the breaker; how did the server fail there?
+
+    Incomplete answers (HTTP 200 with nothing generated or no finish_reason) end the climb at
+    the first level that has one, and the push fails naming them: never "queues rather than
+    rejecting".
+    """
+    import math
+
+    from pytest_inferaccept.capacity.failures import incomplete_text
+
     rows: list[dict[str, Any]] = []
     boundary: dict[str, Any] | None = None
     note = ""
@@ -581,12 +678,18 @@ def push(
         after = alive()
         row["alive_after"] = after[0]
         rows.append(row)
+        latency = latency_of(row)
+        p95 = "beyond any limit (failed requests count as infinite)" if latency == math.inf else _ms(latency)
         say(
             f"inferaccept: push c={c}: {row['measured']} measured, {row['failed']} failed"
-            f"{_statuses(row)}, latency p95 {_ms(latency_of(row))}; "
+            f"{_statuses(row)}, latency p95 {p95}; "
             f"{'answers afterwards' if after[0] else 'NO ANSWER afterwards'}"
         )
-        why = breaker(row, max_error_rate=breaker_errors, max_latency_s=breaker_latency_s)
+        # An empty 200 is a broken answer, not load shed: one is a boundary whatever the breaker says,
+        # and it is named first (the breaker would only see its error rate, or an infinite latency).
+        why = (incomplete_text(row["failures"]["kinds"], row["measured"])
+               or breaker(row, max_error_rate=breaker_errors, max_latency_s=breaker_latency_s)
+               or (row["failure_text"] if row["failing"] else None))
         if not after[0]:
             why = f"the server did not answer afterwards ({after[1]})"
         if why:

@@ -454,7 +454,14 @@ def interference(
     label: str,
     say: Say = _quiet,
 ) -> CapacityResult:
-    """Short prompts' TTFT on a closed loop alone, then with `long_share` of long prompts mixed in."""
+    """Short prompts' TTFT on a closed loop alone, then with `long_share` of long prompts mixed in.
+
+    The p95 ratio (mixed / alone) comes with an exact bootstrap interval (`stats.quantile_ratio`):
+    with `max_ratio` the scenario fails only when the interval's low end is above it, passes when
+    its high end is at or below it, and is INVALID ("not enough data") when it straddles it.
+    """
+    from pytest_inferaccept.stats.quantile_ratio import quantile_ratio
+
     base = fresh_seed(seed)
     long_wl = SyntheticWorkload(input=Fixed(long_tokens), output=Fixed(output_tokens), seed=base + 1)
     steps = [
@@ -462,6 +469,7 @@ def interference(
         ("mixed", long_share, math.ceil(requests / (1.0 - long_share))),
     ]
     rows: list[dict[str, Any]] = []
+    short_ttfts: list[list[float]] = []
     with sampler:
         for i, (name, share, n) in enumerate(steps):
             # Each step its own prompts: the mixed step must not be served from the alone step's cache.
@@ -478,6 +486,7 @@ def interference(
             )
             row = step_row(concurrency, result, sampler.peaks(t0, sampler.now()))
             short = _measured_ok(result, "short")
+            short_ttfts.append([r.ttft for r in short if r.ttft is not None])
             longs = [r for r in result.records if not r.warmup and "long" in r.tags]
             row.update({
                 "step": name, "long_share": share, "short_answered": len(short),
@@ -495,6 +504,10 @@ def interference(
     alone, mixed = rows
     r50 = _ratio(mixed["short_ttft_p50"], alone["short_ttft_p50"])
     r95 = _ratio(mixed["short_ttft_p95"], alone["short_ttft_p95"])
+    interval = quantile_ratio(short_ttfts[1], short_ttfts[0], p=0.95, confidence=0.95)
+    lo, hi = interval.low, interval.high
+    between = (f"95% interval ×{lo:.2f}–×{hi:.2f}" if lo is not None and hi is not None
+               else f"95% interval from ×{lo:.2f}, no upper end" if lo is not None else "no interval")
     out = CapacityResult(
         kind="interference",
         label=label,
@@ -510,7 +523,8 @@ def interference(
     out.findings = {
         "short_ttft_p50_alone": alone["short_ttft_p50"], "short_ttft_p95_alone": alone["short_ttft_p95"],
         "short_ttft_p50_mixed": mixed["short_ttft_p50"], "short_ttft_p95_mixed": mixed["short_ttft_p95"],
-        "ratio_p50": r50, "ratio_p95": r95,
+        "ratio_p50": r50, "ratio_p95": r95, "ratio_p95_low": lo, "ratio_p95_high": hi,
+        "ratio_p95_interval": interval.to_json(),
     }
     if mixed["long_failed"]:
         out.notes.append(
@@ -533,16 +547,25 @@ def interference(
         empty = [r["step"] for r in rows if not r["short_answered"]]
         out.reasons.append(f"no short request was answered in the {' and '.join(empty)} step"
                            + "".join(_statuses(r) for r in rows if not r["short_answered"]))
-    elif out.status == "pass" and max_ratio is not None and r95 is not None and r95 > max_ratio:
-        out.status = "fail"
-        out.reasons.append(f"long prompts raise short prompts' TTFT p95 ×{r95:.1f}, more than the "
-                           f"×{max_ratio:g} allowed ({_ms(alone['short_ttft_p95'])} alone, "
-                           f"{_ms(mixed['short_ttft_p95'])} with {mix})")
+    elif out.status == "pass" and max_ratio is not None and r95 is not None:
+        judged = interval.judge(max_ratio)
+        measured = (f"({_ms(alone['short_ttft_p95'])} alone over {interval.n_denominator} short requests, "
+                    f"{_ms(mixed['short_ttft_p95'])} with {mix} over {interval.n_numerator})")
+        if judged == "fail":
+            out.status = "fail"
+            out.reasons.append(f"long prompts raise short prompts' TTFT p95 ×{r95:.1f} ({between}), all of "
+                               f"it above the ×{max_ratio:g} allowed {measured}")
+        elif judged == "not_enough_data":
+            out.status = "invalid"
+            out.reasons.append(f"not enough data: short prompts' TTFT p95 ratio ×{r95:.2f} ({between}) "
+                               f"straddles the ×{max_ratio:g} allowed {measured}; more requests per step "
+                               f"(now {requests}) narrow the interval")
     if r95 is None or r50 is None:
         out.headline = f"short prompts' TTFT could not be compared alone and with {mix} at c={concurrency}"
     else:
-        verdict = (f"long prompts delay short ones: TTFT p95 ×{r95:.1f}" if r95 > threshold
-                   else f"TTFT p95 ×{r95:.1f}: below the ×{threshold:g} that counts as interference")
+        verdict = (f"long prompts delay short ones: TTFT p95 ×{r95:.1f} ({between})" if r95 > threshold
+                   else f"TTFT p95 ×{r95:.1f} ({between}): below the ×{threshold:g} that counts as "
+                        "interference")
         out.headline = (
             f"short prompts' TTFT p95 {_ms(alone['short_ttft_p95'])} alone, {_ms(mixed['short_ttft_p95'])} "
             f"with {mix} at c={concurrency} (p50 {_ms(alone['short_ttft_p50'])} → "
