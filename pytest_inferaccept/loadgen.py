@@ -19,10 +19,35 @@ from pytest_inferaccept.server import ServerUnderTest
 from pytest_inferaccept.settings import Settings
 
 if TYPE_CHECKING:
+    from typing_extensions import TypedDict, Unpack
+
     from pytest_inferaccept.capacity.sampler import Sampler
     from pytest_inferaccept.capacity.scenarios import CapacityResult
     from pytest_inferaccept.load import LoadRun, LoadSpec, Workload
     from pytest_inferaccept.stats import LoadSummary, SloEvaluation
+
+
+if TYPE_CHECKING:
+    class RunOptions(TypedDict, total=False):
+        """What `loadgen.run(...)` accepts (every key optional; the session's options fill the rest)."""
+
+        concurrency: int | None
+        """Requests in flight (closed loop); default --load-concurrency."""
+        rate: float | None
+        """Requests per second (open loop, Poisson unless burstiness is set) instead of concurrency."""
+        requests: int | None
+        """Measured requests; with neither requests nor duration, sized from the SLO."""
+        duration: float | None
+        """The most seconds of measured load."""
+        workload: str | Path | Workload | None
+        """A trace file (JSONL) or a Workload; default: a synthetic chat workload."""
+        warmup: int | None
+        kind: Literal["chat", "completions", "embeddings"]
+        workers: int | None
+        burstiness: float
+        replay: bool
+        seed: int
+        extra_body: dict[str, Any] | None
 
 
 class LoadInputError(ValueError):
@@ -160,7 +185,7 @@ class LoadGen:
             workers=workers if workers is not None else s.load.workers, seed=seed,
             extra_body=extra_body, cluster=s.load.cluster)
 
-    def _checked_spec(self, kwargs: dict[str, Any]) -> LoadSpec:
+    def _checked_spec(self, kwargs: RunOptions | dict[str, Any]) -> LoadSpec:
         """The spec, or a clear stop before anything is sent when the workload or options are bad."""
         from pytest_inferaccept.load import WorkloadError
 
@@ -171,7 +196,7 @@ class LoadGen:
             self._bad_input(f"the load was not started: {exc}")
             raise LoadInputError(f"the load was not started: {exc}") from None
 
-    def run(self, **kwargs: Any) -> LoadResult:
+    def run(self, **kwargs: Unpack[RunOptions]) -> LoadResult:
         """Run one load (closed loop at `concurrency`, or open loop at `rate` req/s); blocking."""
         from pytest_inferaccept.load import LoadInterrupted, run_load
 
@@ -184,7 +209,7 @@ class LoadGen:
             raise
         return self._finish(run)
 
-    async def arun(self, **kwargs: Any) -> LoadResult:
+    async def arun(self, **kwargs: Unpack[RunOptions]) -> LoadResult:
         """The async twin of `run`, on the test's own event loop (pytest-asyncio or anyio)."""
         from pytest_inferaccept.load import run_load_async
 
