@@ -209,3 +209,19 @@ def test_three_files_give_one_column_per_run_with_differences_flagged(runs: dict
     tools = next(r for r in rows if r.startswith("capability tools"))
     assert tools.split()[-3:] == ["supported", "supported", "unsupported"]
     assert any(r.startswith("ttft_p95 test_ours.py::test_chat_traffic") for r in rows)
+
+
+def test_the_side_by_side_groups_failures_by_area_and_writes_a_page(runs: dict[str, Run],
+                                                                    tmp_path: Path) -> None:
+    page = tmp_path / "side.html"
+    result = _offline(*(str(runs[n].path) for n in ("base", "upgraded")), "--html", str(page))
+    assert result.returncode == 0, result.stderr
+    rows = result.stdout.splitlines()
+    start = rows.index("findings (failed of the checks run)")
+    assert rows[start + 1] == "  ours"  # the area: the file the check runs from, test_ours.py
+    assert rows[start + 2].split() == ["metrics_expose_what_operators_rely_on", "1", "passed", "1", "of", "1",
+                                       "failed"]
+    assert not any("failed check" in r for r in rows)
+    assert f"side-by-side page written to {page}" in result.stdout
+    text = page.read_text(encoding="utf-8")
+    assert "base.json" in text and "upgraded.json" in text and "<script" not in text

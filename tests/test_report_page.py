@@ -6,6 +6,9 @@ import re
 
 import pytest
 
+from pytest_inferaccept.report.model import load
+from pytest_inferaccept.report.view import anchor
+from pytest_inferaccept.report.words import findings as findings_of
 from tests._report_runs import API_KEY, Page, ReportRun, report_run
 
 
@@ -56,10 +59,13 @@ def test_every_link_on_the_page_points_at_an_anchor_that_exists(run: ReportRun) 
 @pytest.mark.parametrize("run", ["nogo", "hostile"], indirect=True)
 def test_each_reason_of_a_no_go_links_to_the_evidence_of_its_failed_check(run: ReportRun) -> None:
     page = Page(run.html)
-    reasons = page.links_in["verdict"]
+    one_by_one = page.links_in["failed-checks"]
+    findings = page.links_in["verdict"][:-len(one_by_one)]
     failed = [t for t in run.document["tests"] if t["outcome"] == "failed"]
-    assert len(reasons) == min(len(failed), 12)
-    for href in reasons:
+    # The box names each distinct finding once; every failed check is one click away under it.
+    assert len(findings) == len(findings_of(load(run.document))) <= len(failed)
+    assert sorted(one_by_one) == sorted(f"#{anchor(t['nodeid'])}" for t in failed)
+    for href in findings + one_by_one:
         assert href.startswith("#check-")
         finding = " ".join(page.text_of[href[1:]].split())
         assert "failed" in finding and "reproduce with curl" in finding

@@ -1,13 +1,15 @@
 """Compare results files offline: `python -m pytest_inferaccept.compare OLD.json NEW.json`.
 
 Two files: what changed since the first, exit 1 on a regression. Three or more (or --side-by-side):
-the framework-selection view, one column per run. Exit 2 when a file cannot be used.
+the framework-selection view, one column per run, its findings grouped by area; --html PATH also
+writes it as a page. Exit 2 when a file cannot be used.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answer-drift", choices=("warn", "fail"), default="warn")
     parser.add_argument("--answer-drift-threshold", default=None, metavar="RATIO")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--html", type=Path, default=None, metavar="PATH",
+                        help="also write the side-by-side view as an HTML page (implies --side-by-side)")
     args = parser.parse_args(argv)
     if len(args.files) < 2:
         parser.error("give two results files (baseline first), or more for the side-by-side view")
@@ -34,10 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     except (BaselineError, PolicyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.side_by_side or len(docs) > 2:
+    if args.side_by_side or args.html is not None or len(docs) > 2:
         from pytest_inferaccept.compare.side import table
+        from pytest_inferaccept.scrub import Scrubber
+        from pytest_inferaccept.settings import API_KEY_ENV
 
-        print(table([p.name for p in args.files], docs))
+        # The runs scrubbed their results; this catches a key in a file from elsewhere, as the run would.
+        secrets = tuple(filter(None, [os.environ.get(API_KEY_ENV)]))
+        names = [p.name for p in args.files]
+        print(table(names, docs, Scrubber(secrets).text))
+        if args.html is not None:
+            from pytest_inferaccept.compare.side_html import write
+
+            write(args.html, names, docs, secrets=secrets)
+            print(f"side-by-side page written to {args.html}")
         return 0
     from pytest_inferaccept.compare.diff import compare
     from pytest_inferaccept.compare.render import section_lines

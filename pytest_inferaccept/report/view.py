@@ -44,6 +44,8 @@ class Link:
 
     text: str
     href: str
+    count: str = ""
+    """For a distinct finding in the verdict box: how many checks it stands for ('12 cases')."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,8 @@ class Page:
     """The comparison with --inferaccept-baseline; None without one (no section is drawn)."""
     capacity: tuple[ScenarioView, ...] = ()
     """The capacity scenarios (ladder, sweep, soak, push); empty without one (no section is drawn)."""
+    failed_checks: tuple[Link, ...] = ()
+    """A NO-GO's failed checks one by one (test id and message), behind the box's distinct findings."""
 
 
 def anchor(nodeid: str) -> str:
@@ -271,6 +275,56 @@ def _reasons(doc: RunDocument, checks: dict[str, CheckView],
                 break
         links.append(Link(text=text, href=href))
     return tuple(links)
+
+
+def _reason_check(reason: str, checks: dict[str, CheckView]) -> CheckView | None:
+    """The check a verdict reason is about ('<nodeid> failed: ...'), or None for any other reason."""
+    for nodeid, view in checks.items():
+        if reason.startswith((f"{nodeid} ", f"{nodeid}:")):
+            return view
+    return None
+
+
+def _finding_link(finding: words.Finding, checks: dict[str, CheckView]) -> Link:
+    """A distinct finding as a line of the verdict box, linked to its cause or its first failed check."""
+    if finding.cause is not None:
+        href = f"#cause-{finding.cause + 1}"
+    else:
+        first = checks.get(finding.nodeids[0])
+        href = f"#{first.anchor}" if first is not None and first.finding else "#findings"
+    text = f"{finding.title}: {finding.seen}" if finding.seen else finding.title
+    return Link(text=text, href=href, count=finding.count_words())
+
+
+def _box(doc: RunDocument, checks: dict[str, CheckView],
+         links: tuple[Link, ...]) -> tuple[tuple[Link, ...], tuple[Link, ...]]:
+    """The verdict box's lines and, for a NO-GO, the failed checks they stand for, one by one.
+
+    A NO-GO's box says its distinct findings (words.findings, the answer's own grouping) where
+    the verdict lists a cause or a failed check; the verdict's other reasons (a finding of the
+    session itself, a regression since the baseline) keep their place around them.
+    """
+    if doc.verdict.status != "NO-GO":
+        return links, ()
+    found = words.findings(doc)
+    grouped = {nodeid for f in found if f.cause is None for nodeid in f.nodeids}
+    causes = {cause.summary for cause in doc.causes}
+    box: list[Link] = []
+    failed: list[Link] = []
+    told = False
+    for reason, link in zip(doc.verdict.reasons, links, strict=True):
+        view = _reason_check(reason, checks)
+        if reason not in causes and (view is None or view.nodeid not in grouped):
+            box.append(link)
+            continue
+        if view is not None:
+            failed.append(link)
+        if not told:
+            box += [_finding_link(f, checks) for f in found]
+            told = True
+    if not told:
+        box += [_finding_link(f, checks) for f in found]
+    return tuple(box), tuple(failed)
 
 
 def _capabilities(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[CapabilityView, ...]:
@@ -498,6 +552,7 @@ def build_page(doc: RunDocument) -> Page:
     checks = {t.nodeid: _check_view(doc, t) for t in doc.tests}
     since = _baseline(doc, checks)
     slo_rows, loads = _load(doc)
+    box, failed_checks = _box(doc, checks, _reasons(doc, checks, since))
     counts = ", ".join(f"{n} {k}" for k, n in sorted(doc.verdict.counts.items()))
     server = doc.server
     host = strip_userinfo(server.base_url if server else (doc.conditions.settings.server_url or ""))
@@ -509,10 +564,10 @@ def build_page(doc: RunDocument) -> Page:
         counts=counts or "no check ran",
         subtitle=f"{model or 'no model'} at {host or 'no server'} · {doc.conditions.finished_at}",
         declared=tuple(doc.conditions.declared.items()),
-        reasons=_reasons(doc, checks, since)[:MAX_REASONS],
+        reasons=box[:MAX_REASONS],
         answer=tuple(words.answer(doc)),
         fails=tuple(words.failures(doc)),
-        more_reasons=max(0, len(doc.verdict.reasons) - MAX_REASONS),
+        more_reasons=max(0, len(box) - MAX_REASONS),
         limitations=tuple(words.limitations(doc)),
         warnings=tuple(doc.verdict.warnings),
         problems=tuple(doc.problems),
@@ -529,4 +584,5 @@ def build_page(doc: RunDocument) -> Page:
         plugin_version=doc.conditions.plugin_version,
         baseline=since,
         capacity=capacity_views(doc, lambda test: f"#{anchor(test.nodeid)}"),
+        failed_checks=failed_checks,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from pytest_inferaccept.capabilities import CAPABILITIES
@@ -125,35 +126,82 @@ def _capability_sentences(doc: RunDocument) -> list[str]:
     return out
 
 
-def failures(doc: RunDocument) -> list[str]:
-    """One line per defect: the capability (or check) that failed and what was seen first.
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One distinct finding: a server that stopped, or the failed checks of one capability or one check."""
 
-    Several checks failing on one capability read as one finding, with their count; a check's
-    first capability is its most specific one (a streamed tool test lists tools before stream).
-    Without a capability, the cases of one parametrized check read as one finding too.
+    key: str
+    """What its checks share, the same in every run: a capability, or a check's name without its case
+    ('test_x' for 'test_x[stream]'); 'cause-N' (from 1) for a server that stopped."""
+    title: str
+    """The finding in a few words: the capability and what it means, the check's name, or the cause's line."""
+    seen: str
+    """What the first of its failed checks saw (its message's first line); empty for a cause."""
+    line: str
+    """The finding as one line of the plain-words answer (see `failures`)."""
+    nodeids: tuple[str, ...]
+    """The checks it stands for: those that failed, or for a cause the one running when the server
+    stopped and those that failed after it."""
+    unit: str = "check"
+    """What one of `nodeids` is called: 'case' for the cases of one parametrized check."""
+    cause: int | None = None
+    """For a server that stopped: its index in the document's causes."""
+
+    def count_words(self) -> str:
+        """How many checks it stands for, in words: '12 cases', '1 check'."""
+        count = len(self.nodeids)
+        return f"{count} {self.unit}{'' if count == 1 else 's'}"
+
+
+def finding_key(test: CheckResult) -> str:
+    """The finding a failed check belongs to: its first (most specific) capability, else its check's name.
+
+    A check's first capability is its most specific one (a streamed tool test lists tools before
+    stream); without one, the cases of one parametrized check share its name.
+    """
+    return test.capabilities[0] if test.capabilities else short_name(test.nodeid).split("[", 1)[0]
+
+
+def findings(doc: RunDocument) -> list[Finding]:
+    """The run's distinct findings, causes first: what the page's first box and the answer list.
+
+    Several checks failing on one capability are one finding; so are the cases of one
+    parametrized check without a capability. A check tied to a cause (the one running when the
+    server stopped, or a later one) is told by the cause's finding.
     """
     grouped: dict[str, list[CheckResult]] = {}
     for test in doc.tests:
-        # A check tied to a cause (the one running when the server stopped, or a later one) is
-        # told by the cause's own line.
         if test.outcome in ("failed", "error") and test.caused_by is None:
-            key = test.capabilities[0] if test.capabilities else short_name(test.nodeid).split("[", 1)[0]
-            grouped.setdefault(key, []).append(test)
+            grouped.setdefault(finding_key(test), []).append(test)
     # Causes before symptoms: a server that stopped is one finding, whatever failed after it.
-    lines = [first_line(cause.summary, 400) for cause in doc.causes]
+    out = [Finding(key=f"cause-{number}", title=first_line(cause.summary, 400), seen="",
+                   line=first_line(cause.summary, 400), cause=number - 1,
+                   nodeids=tuple(dict.fromkeys(n for n in (cause.during, *cause.consequences) if n)))
+           for number, cause in enumerate(doc.causes, start=1)]
     for what, tests in grouped.items():
         first = tests[0]
         seen = first_line(first.message, 140) or first.outcome
+        ids = tuple(test.nodeid for test in tests)
         if what in CAPABILITIES:
+            title = f"{what} ({CAPABILITIES[what]})"
             more = f" ({len(tests)} checks)" if len(tests) > 1 else ""
-            lines.append(f"{what} ({CAPABILITIES[what]}): {seen}{more}")
+            out.append(Finding(key=what, title=title, seen=seen, line=f"{title}: {seen}{more}", nodeids=ids))
             continue
-        cases = [_case(test) for test in tests]
+        unit = "case" if any("[" in short_name(n) for n in ids) else "check"
         if len(tests) > 1:
-            lines.append(f"{what}: fails for {len(tests)} cases ({_series(cases)}); the first: {seen}")
+            cases = [_case(test) for test in tests]
+            line = f"{what}: fails for {len(tests)} cases ({_series(cases)}); the first: {seen}"
+            out.append(Finding(key=what, title=what, seen=seen, line=line, nodeids=ids, unit=unit))
         else:
-            lines.append(f"{short_name(first.nodeid)}: {seen}")
-    return lines
+            title = short_name(first.nodeid)
+            out.append(Finding(key=what, title=title, seen=seen, line=f"{title}: {seen}", nodeids=ids,
+                               unit=unit))
+    return out
+
+
+def failures(doc: RunDocument) -> list[str]:
+    """One line per distinct finding (see `findings`): the capability or check, and what was seen first."""
+    return [finding.line for finding in findings(doc)]
 
 
 def _case(test: CheckResult) -> str:
@@ -456,14 +504,18 @@ def _soak_sentence(scenario: CapacityScenario) -> str:
     if isinstance(duration, (int, float)) and isinstance(concurrency, (int, float)):
         head = f"Over a {duration:g} s soak at {_amount('soak', concurrency)}"
     calm = {"ttft_drift": "TTFT stable", "e2e_drift": "end-to-end latency stable",
-            "memory_growth": "memory stable", "errors": "no request failed"}
+            "memory_growth": "memory stable", "gpu_memory_growth": "GPU memory stable",
+            "errors": "no request failed"}
     what = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end drift", "memory_growth": "memory growth",
-            "errors": "errors"}
+            "gpu_memory_growth": "GPU memory growth", "errors": "errors"}
     parts: list[str] = []
     bad = False
     for name, check in scenario.findings.checks.items():
+        # The soak's own short answer where it gave one: the rate, the projection to the horizon,
+        # the time to the limit ("at this rate the server reaches ... after about 9 h").
+        answer = (check.model_extra or {}).get("answer")
         if check.status == "pass":
-            calm_words = calm.get(name, f"{name} passed")
+            calm_words = answer if isinstance(answer, str) and answer else calm.get(name, f"{name} passed")
             if name == "errors" and check.error_rate:
                 calm_words = f"errors within the limit ({fmt_value('error_rate', check.error_rate)})"
             parts.append(calm_words)
@@ -473,10 +525,16 @@ def _soak_sentence(scenario: CapacityScenario) -> str:
             parts.append(f"{what.get(name, name)} not judged (too few windows)")
         else:
             bad = True
-            parts.append(first_line(check.text or f"{what.get(name, name)}: {check.status}", 200))
+            if isinstance(answer, str) and answer:
+                parts.append(f"{what.get(name, name)}: {answer}")
+            else:
+                parts.append(first_line(check.text or f"{what.get(name, name)}: {check.status}", 200))
     if not parts:
         return _sentence(scenario.headline or "the soak judged nothing")
-    return f"{head}: {('; ' if bad else ', ').join(parts)}."
+    plan = (scenario.findings.model_extra or {}).get("soak_needed_text")
+    if isinstance(plan, str) and plan:  # the soak was shorter than one that could find a leak in time
+        parts.append(plan)
+    return f"{head}: {('; ' if bad or any(p.count(' ') > 6 for p in parts) else ', ').join(parts)}."
 
 
 def _push_sentence(scenario: CapacityScenario) -> str:
