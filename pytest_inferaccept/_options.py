@@ -125,10 +125,18 @@ CAPACITY_OPTIONS: tuple[_Option, ...] = (
             "soak concurrency as a share of the ladder's knee (default 0.75)"),
     _Option("soak_concurrency", "--soak-concurrency", "N",
             "soak at this concurrency instead of a share of the knee"),
+    _Option("soak_horizon", "--soak-horizon", "DURATION|COUNT",
+            "how far the soak projects its drifts: a duration of traffic at the soak's rate (24h, 90m, "
+            "3600s, 2d) or a request count (2000000req); default 24h"),
+    _Option("memory_limit", "--memory-limit", "SIZE",
+            "the memory the server has (24GiB, 512MiB, 16GB); the soak fails when growth would reach "
+            "0.9 of it within the horizon (default: a launched server's cgroup limit or host RAM)"),
     _Option("drift_tolerance", "--drift-tolerance", "FRACTION",
-            "latency growth over a soak that counts as drift when significant (default 0.10)"),
+            "without an SLO on it, a latency's projected growth within the soak horizon beyond this "
+            "share of its start is a finding (default 1.0: it would double)"),
     _Option("memory_tolerance", "--memory-tolerance", "FRACTION",
-            "memory growth over a soak that counts when significant (default 0.05)"),
+            "without a known memory budget, projected growth within the soak horizon beyond this share "
+            "of the memory at the start is a finding (default 1.0: it would double)"),
     _Option("push_max", "--push-max", "N",
             "the highest concurrency the push to failure tries (default 256)"),
     _Option("context_window", "--context-window", "TOKENS",

@@ -352,15 +352,20 @@ class LoadGen:
 
     def soak(self, *, concurrency: int, duration: float, basis: str = "as asked",
              workload: str | Path | Workload | None = None) -> CapacityResult:
-        """A long run at one concurrency: latency drift, memory growth, error onset."""
+        """A long run at one concurrency: latency drift, memory growth, error onset, projected to the horizon.
+
+        The horizon and the memory the server has come from --soak-horizon and --memory-limit.
+        """
         from pytest_inferaccept.capacity import scenarios
 
         cap = self.settings.capacity
+        # At least 60 memory samples, so that each third of a short soak can be judged on its own.
+        interval = min(1.0, max(0.2, duration / 60))
         return self.record(scenarios.soak(
-            self.measure, self.sampler(), concurrency=concurrency, duration=duration, slo=self.slo,
+            self.measure, self.sampler(interval), concurrency=concurrency, duration=duration, slo=self.slo,
             drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance, alpha=0.01,
             label=self.label, workload=workload, basis=basis, knee=self._from_knee.get(basis),
-            say=self._say))
+            horizon=cap.soak_horizon, memory_limit=cap.memory_limit, say=self._say))
 
     def push(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
              duration: float | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:

@@ -83,6 +83,68 @@ def rss_of(pid: int) -> float | None:
     return total if found else None
 
 
+UNLIMITED = 2**60
+"""A cgroup limit at or above this means none (cgroup v1 writes 2^63 rounded to a page)."""
+
+
+def cgroup_memory_limit(pid: int) -> float | None:
+    """The tightest memory limit of the process's cgroups (v2 memory.max, v1 limit_in_bytes), or None.
+
+    A limit applies to everything below its cgroup, so every ancestor up to the root counts.
+    """
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    found: list[float] = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, name = Path("/sys/fs/cgroup"), "memory.max"
+        elif "memory" in parts[1].split(","):
+            base, name = Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"
+        else:
+            continue
+        here = Path(parts[2].strip() or "/")
+        for folder in [here, *here.parents]:
+            try:
+                raw = (base / str(folder).lstrip("/") / name).read_text().strip()
+            except OSError:
+                continue
+            if raw.isdigit() and int(raw) < UNLIMITED:
+                found.append(float(raw))
+    return min(found) if found else None
+
+
+def host_memory() -> dict[str, float]:
+    """MemTotal and MemAvailable of this host from /proc/meminfo, in bytes (empty when unreadable)."""
+    out: dict[str, float] = {}
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemAvailable") and rest.split():
+            out[key] = float(rest.split()[0]) * 1024
+    return out
+
+
+def memory_capacity(pid: int) -> tuple[float, str] | None:
+    """The memory a launched process may use, and where that figure came from: its cgroup, else the host.
+
+    Only for a process on this host (the plugin launched it): for a server elsewhere, this
+    machine's memory says nothing.
+    """
+    limit = cgroup_memory_limit(pid)
+    if limit is not None:
+        return limit, "cgroup memory limit"
+    total = host_memory().get("MemTotal")
+    return (total, "host RAM: MemTotal") if total else None
+
+
 def _children(pid: int) -> list[int]:
     try:
         text = Path(f"/proc/{pid}/task/{pid}/children").read_text()

@@ -23,11 +23,11 @@ from pytest_inferaccept.capacity.analysis import (
     max_slo_level,
 )
 from pytest_inferaccept.capacity.sampler import Sampler
-from pytest_inferaccept.stats.trend import trend
 
 if TYPE_CHECKING:
     from pytest_inferaccept.loadgen import LoadResult
     from pytest_inferaccept.markers import SloSpec
+    from pytest_inferaccept.stats.projection import Horizon
 
 Status = Literal["pass", "fail", "invalid"]
 Measure = Callable[..., "LoadResult"]
@@ -416,13 +416,29 @@ def soak(
     workload: Any = None,
     basis: str,
     knee: Mapping[str, Any] | None = None,
+    horizon: Horizon | None = None,
+    memory_limit: float | None = None,
+    capacity: Callable[[int], tuple[float, str] | None] | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> CapacityResult:
-    """A long closed-loop run: latency drift, memory growth and error onset, each with its series.
+    """A long closed-loop run: latency drift, memory growth and error onset, in production terms.
+
+    Each drift is a rate (per request, per hour at the soak's traffic) with an interval that
+    allows for correlated windows, projected over `horizon` (default 24 h of this traffic) and
+    judged against its limit: for memory, a share of the memory the server has (`memory_limit`
+    bytes when declared, else `capacity(pid)` of a launched server: its cgroup's limit or the
+    host's RAM; GPU memory against the GPU's own); for latency, the SLO's limit on it. Without
+    a limit the tolerances say how much relative growth within the horizon is a finding. Growth
+    that levels off within the soak is a filling cache, not a leak (docs/capacity.md).
 
     `knee` is the ladder's knee (its `findings["knee"]`) when `concurrency` was derived from it: an
     unconfirmed one is said beside the basis, in the notes and in the headline.
     """
+    from pytest_inferaccept.capacity import soak_judge as judge
+    from pytest_inferaccept.capacity.sampler import memory_capacity
+    from pytest_inferaccept.stats.projection import BUDGET_SHARE, Horizon, duration_words
+
+    chosen_horizon = horizon or Horizon(seconds=24 * 3600.0)
     with sampler:
         t0 = sampler.now()
         result = measure(
@@ -435,40 +451,26 @@ def soak(
     ok = [r for r in measured if r.ok]
     checks: dict[str, dict[str, Any]] = {}
     series: dict[str, Any] = {"window_s": window}
+    traffic = judge.Traffic(request_rate=result.summary.request_rate_per_s, duration_s=duration,
+                            horizon=chosen_horizon, alpha=alpha)
     for metric in ("ttft", "e2e"):
         points = [(r.send - start, getattr(r, metric)) for r in ok if getattr(r, metric) is not None]
-        tr = trend(points, window_s=window)
-        drifts = tr.drifts(tolerance=drift_tolerance, alpha=alpha)
-        checks[f"{metric}_drift"] = {
-            "status": "not_enough_data" if drifts is None else "fail" if drifts else "pass",
-            "trend": tr.to_json(),
-            "tolerance": drift_tolerance,
-            "alpha": alpha,
-            "text": _drift_text(
-                metric.upper() if metric == "ttft" else "end-to-end latency",
-                tr,
-                drifts,
-                drift_tolerance,
-                alpha,
-                seconds=True,
-            ),
-        }
+        limits = [(lim.key, lim.limit, value) for lim in (slo.latency if slo is not None else ())
+                  if lim.metric == metric
+                  for value in [result.stat(metric, lim.stat, successful=True)] if value is not None]
+        checks[f"{metric}_drift"] = judge.judge_latency(
+            points, what="TTFT" if metric == "ttft" else "end-to-end latency", metric=metric, window_s=window,
+            traffic=traffic, limits=limits, tolerance=drift_tolerance)
         series[metric] = [[round(t, 3), round(v, 6)] for t, v in _window_medians(points, window)]
     memory = sampler.series.get("memory_bytes") or sampler.series.get("launched_rss_bytes")
     if memory is not None and len(memory.points) >= 2:
         pts = [(t - t0, v) for t, v in memory.points if t0 <= t <= t1 + 1]
-        tr = trend(pts, window_s=window)
-        grows = tr.drifts(tolerance=memory_tolerance, alpha=alpha)
-        checks["memory_growth"] = {
-            "status": "not_enough_data" if grows is None else "fail" if grows else "pass",
-            "source": memory.source,
-            "trend": tr.to_json(),
-            "tolerance": memory_tolerance,
-            "alpha": alpha,
-            "text": _drift_text(
-                f"memory ({memory.source})", tr, grows, memory_tolerance, alpha, seconds=False
-            ),
-        }
+        found = (memory_limit, "--memory-limit") if memory_limit else (
+            (capacity or memory_capacity)(sampler.pid) if sampler.pid is not None else None)
+        checks["memory_growth"] = judge.judge_memory(
+            pts, what=f"memory ({memory.source})", window_s=window, traffic=traffic,
+            capacity=judge.Capacity(total=found[0], share=BUDGET_SHARE, source=found[1]) if found else None,
+            tolerance=memory_tolerance, source=memory.source)
         series["memory_bytes"] = [[round(t, 3), v] for t, v in pts]
     else:
         checks["memory_growth"] = {
@@ -476,6 +478,10 @@ def soak(
             "text": "memory growth not measured: no memory gauge on /metrics and the "
             "server was not launched by the plugin",
         }
+    gpu = judge.gpu_memory_check(sampler, t0, t1, window_s=window, traffic=traffic,
+                                 tolerance=memory_tolerance)
+    if gpu is not None:
+        checks["gpu_memory_growth"] = gpu
     failed = [r for r in measured if not r.ok]
     limit = slo.error_rate if slo is not None and slo.error_rate is not None else 0.01
     rate = len(failed) / len(measured) if measured else None
@@ -512,10 +518,29 @@ def soak(
             "drift_tolerance": drift_tolerance,
             "memory_tolerance": memory_tolerance,
             "alpha": alpha,
+            "horizon": chosen_horizon.to_json(),
+            "horizon_s": traffic.horizon_s,
+            "horizon_words": traffic.horizon_words(),
+            "request_rate_per_s": traffic.request_rate,
+            "memory_limit": memory_limit,
+            "budget_share": BUDGET_SHARE,
         },
     )
     out.steps = [step_row(concurrency, result, sampler.peaks(t0, t1))]
-    out.findings = {"checks": checks}
+    # How long a soak would have found a leak that uses the headroom within half the horizon.
+    plans = [(c["plan"]["soak_needed_s"], name) for name, c in checks.items()
+             if c.get("plan") and c["status"] != "fail"]
+    needed, which = max(plans) if plans else (None, None)
+    out.findings = {"checks": checks, "soak_needed_s": needed, "soak_needed_for": which,
+                    "soak_needed_text": None}
+    if needed is not None and duration < needed:
+        growth = "memory growth that would use its budget" if "memory" in str(which) else (
+            "a latency drift that would cross the SLO")
+        plan = (f"a soak of at least {duration_words(needed)} would find, 95% of the time, {growth} within "
+                f"half of {traffic.horizon_words()}; this one ran {duration_words(duration)}")
+        out.findings["soak_needed_text"] = plan
+        out.notes.append(plan)
+        say(f"inferaccept: soak: {plan}")
     caveat = knee_caveat(knee)
     if caveat:
         out.params["basis_caveat"] = caveat
@@ -531,6 +556,7 @@ def soak(
                         "ttft_drift": "latency_drift",
                         "e2e_drift": "latency_drift",
                         "memory_growth": "memory_growing",
+                        "gpu_memory_growth": "memory_growing",
                         "errors": "errors_begin",
                     }[name],
                     "level": concurrency,
@@ -547,36 +573,11 @@ def soak(
         out.status = "invalid"
         out.reasons.append("the soak was too short to judge drift (fewer than 8 windows with answers)")
     where = f"{basis}; {caveat}" if caveat else basis
+    # A failing check in full (its projection and time to the limit); the others in short.
     out.headline = f"{duration:g} s at c={concurrency} ({where}): " + "; ".join(
-        c["text"] for c in checks.values()
+        c["text"] if c["status"] == "fail" else c.get("answer") or c["text"] for c in checks.values()
     )
     return out
-
-
-def _drift_text(
-    what: str, tr: Any, verdict: bool | None, tolerance: float, alpha: float, *, seconds: bool
-) -> str:
-    if verdict is None:
-        return f"{what}: not enough windows to judge drift ({tr.n})"
-    change = tr.relative_change
-
-    def amount(value: float | None) -> str:
-        if value is None:
-            return "n/a"
-        return f"{value * 1000:+.0f} ms" if seconds else f"{value / 2**20:+.1f} MiB"
-
-    span = tr.span_s
-    interval = (
-        f"{tr.confidence:.0%} interval {amount(tr.slope_low * span)} to {amount(tr.slope_high * span)}; "
-        if tr.slope_low is not None and tr.slope_high is not None
-        else ""
-    )
-    verb = "drifts" if verdict else "stable"
-    return (
-        f"{what} {verb}: {amount(tr.change)} over {span:.0f} s ({change:+.1%} of its start; {interval}"
-        f"p = {tr.p_value:.2g}, allowing for correlated windows; a finding needs p < {alpha:g} and more "
-        f"than {tolerance:.0%})"
-    )
 
 
 def _window_medians(points: list[tuple[float, float]], width: float) -> list[tuple[float, float]]:

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+from pytest_inferaccept.stats.projection import (
+    DEFAULT_HORIZON_S,
+    Horizon,
+    ProjectionInputError,
+    parse_bytes,
+    parse_horizon,
+)
 
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32)
 
@@ -38,8 +46,16 @@ class CapacitySettings:
     """Seconds of soak; 0: the soak does not run (it is long by nature)."""
     soak_fraction: float = 0.75
     soak_concurrency: int | None = None
-    drift_tolerance: float = 0.10
-    memory_tolerance: float = 0.05
+    drift_tolerance: float = 1.0
+    """Without an SLO on a latency, its projected growth within the horizon beyond this share of its
+    start is a finding (1.0: it would double)."""
+    memory_tolerance: float = 1.0
+    """Without a known memory budget, projected growth within the horizon beyond this share of the
+    memory at the start is a finding (1.0: it would double)."""
+    soak_horizon: Horizon = field(default_factory=lambda: Horizon(seconds=DEFAULT_HORIZON_S))
+    """How far the soak's drifts are projected: a duration of traffic at the soak's rate, or a count."""
+    memory_limit: float | None = None
+    """The memory the server has, in bytes (--memory-limit); None: its cgroup's or host's when launched."""
     push_max: int = 256
     context_window: int | None = None
     gpu_telemetry: str | None = None
@@ -89,6 +105,15 @@ def _num(
     return value
 
 
+def _parsed(option: str, raw: str | None, parse: Callable[[str], object]) -> object:
+    if raw is None or raw == "":
+        return None
+    try:
+        return parse(raw)
+    except ProjectionInputError as exc:
+        raise CapacitySettingsError(f"{option} {exc}") from None
+
+
 def resolve_capacity(lookup: Callable[[str], str | None], enabled: bool) -> CapacitySettings:
     """CapacitySettings from raw option values (CLI, else ini, else None)."""
     ladder_raw = lookup("ladder")
@@ -96,6 +121,8 @@ def resolve_capacity(lookup: Callable[[str], str | None], enabled: bool) -> Capa
     min_raw = lookup("capacity_min")
     soak_c = lookup("soak_concurrency")
     window = lookup("context_window")
+    horizon = _parsed("--soak-horizon", lookup("soak_horizon"), parse_horizon)
+    limit = _parsed("--memory-limit", lookup("memory_limit"), parse_bytes)
     return CapacitySettings(
         enabled=enabled,
         ladder=tuple(int(v) for v in _number_list("--ladder", ladder_raw, int))
@@ -112,8 +139,10 @@ def resolve_capacity(lookup: Callable[[str], str | None], enabled: bool) -> Capa
         soak_duration=_num("--soak-duration", lookup("soak_duration"), 0.0, zero=True),
         soak_fraction=_num("--soak-fraction", lookup("soak_fraction"), 0.75, most=1.0),
         soak_concurrency=int(_num("--soak-concurrency", soak_c, 1, integer=True)) if soak_c else None,
-        drift_tolerance=_num("--drift-tolerance", lookup("drift_tolerance"), 0.10),
-        memory_tolerance=_num("--memory-tolerance", lookup("memory_tolerance"), 0.05),
+        drift_tolerance=_num("--drift-tolerance", lookup("drift_tolerance"), 1.0),
+        memory_tolerance=_num("--memory-tolerance", lookup("memory_tolerance"), 1.0),
+        soak_horizon=horizon if isinstance(horizon, Horizon) else Horizon(seconds=DEFAULT_HORIZON_S),
+        memory_limit=limit if isinstance(limit, float) else None,
         push_max=int(_num("--push-max", lookup("push_max"), 256, integer=True)),
         context_window=int(_num("--context-window", window, 1, integer=True)) if window else None,
         gpu_telemetry=lookup("gpu_telemetry") or None,

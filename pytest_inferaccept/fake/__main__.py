@@ -39,8 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     capacity.add_argument("--latency-creep", type=float, default=0.0, metavar="S",
                           help="add S seconds of TTFT per minute of server uptime (soak drift)")
     capacity.add_argument("--memory-growth", type=int, default=0, metavar="BYTES",
-                          help="process_resident_memory_bytes grows by BYTES per finished completion "
-                               "request (from 200 MiB; 0: flat)")
+                          help="a leak: process_resident_memory_bytes grows by BYTES per finished "
+                               "completion request, for ever (from 200 MiB; 0: flat)")
+    capacity.add_argument("--cache-fill", type=int, default=0, metavar="BYTES",
+                          help="a bounded cache: process_resident_memory_bytes grows by BYTES in all, in "
+                               "equal steps over the first --cache-fill-requests finished requests, then "
+                               "levels off (not a leak)")
+    capacity.add_argument("--cache-fill-requests", type=int, default=0, metavar="N",
+                          help="finished completion requests that fill the --cache-fill cache")
     capacity.add_argument("--max-queue", type=int, default=None, metavar="N",
                           help="with --slots: a request arriving while running + waiting >= slots + N "
                                "is overloaded (answered with --overload-status)")
@@ -80,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                             itl=args.itl, slots=args.slots, api_key=args.api_key, faults=faults,
                             exit_after=args.exit_after, timing_log=args.timing_log,
                             batch_slowdown=args.batch_slowdown, latency_creep=args.latency_creep,
-                            memory_growth=args.memory_growth, max_queue=args.max_queue,
+                            memory_growth=args.memory_growth, cache_fill=args.cache_fill,
+                            cache_fill_requests=args.cache_fill_requests, max_queue=args.max_queue,
                             overload_status=args.overload_status, overload_hang=args.overload_hang,
                             kv_cache_tokens=args.kv_cache_tokens,
                             prefill_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache,

@@ -175,7 +175,8 @@ async def metrics(request: web.Request) -> web.Response:
                             content_type="text/plain")
     cfg = state.config
     text = state.metrics.render(cfg.model, reset="metrics_counter_reset" in faults, kv_usage=state.kv_usage(),
-                                memory_growth=cfg.memory_growth, prefix_cache=cfg.prefix_cache)
+                                memory_growth=cfg.memory_growth, prefix_cache=cfg.prefix_cache,
+                                cache_fill=cfg.cache_fill, cache_fill_requests=cfg.cache_fill_requests)
     text = conformance.metrics_text(text, faults)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 

@@ -41,7 +41,14 @@ class FakeConfig:
     latency_creep: float = 0.0
     """Seconds of extra TTFT per minute of server uptime (a server that gets slower as it runs)."""
     memory_growth: int = 0
-    """Bytes `process_resident_memory_bytes` grows by per finished completion request (0: flat)."""
+    """Bytes `process_resident_memory_bytes` grows by per finished completion request, for ever (0: flat):
+    a leak of a set size per request."""
+    cache_fill: int = 0
+    """Bytes a bounded cache adds to `process_resident_memory_bytes` once full (0: no cache); it fills
+    in equal steps over the first `cache_fill_requests` finished requests, then stays (a prompt cache
+    filling to its size: growth that levels off, not a leak)."""
+    cache_fill_requests: int = 0
+    """How many finished completion requests fill the `cache_fill` cache."""
     max_queue: int | None = None
     """With `slots`: a request arriving while running + waiting >= slots + max_queue is overloaded
     (answered at once with `overload_status`, or left hanging with `overload_hang`; None: no limit)."""
@@ -83,8 +90,10 @@ class FakeConfig:
             raise ValueError(f"max_queue must be >= 0, not {self.max_queue}")
         if self.overload_hang and self.max_queue is None:
             raise ValueError("overload_hang needs max_queue (and slots): it says what overloaded means")
-        for name in ("batch_slowdown", "latency_creep", "memory_growth", "kv_cache_tokens",
-                     "prefill_per_token", "slow_ttft", "reasoning_tokens"):
+        if self.cache_fill and self.cache_fill_requests <= 0:
+            raise ValueError("cache_fill needs cache_fill_requests > 0 (how many requests fill the cache)")
+        for name in ("batch_slowdown", "latency_creep", "memory_growth", "cache_fill", "cache_fill_requests",
+                     "kv_cache_tokens", "prefill_per_token", "slow_ttft", "reasoning_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
         for name in ("slow_fraction", "error_fraction"):

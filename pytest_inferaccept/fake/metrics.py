@@ -80,12 +80,20 @@ class MetricsState:
         if hit:
             self.prefix_hits += prompt
 
+    def resident_bytes(self, *, memory_growth: int = 0, cache_fill: int = 0,
+                       cache_fill_requests: int = 0) -> float:
+        """`process_resident_memory_bytes`: the base, a leak of `memory_growth` per finished request,
+        and a cache of `cache_fill` bytes that fills over the first `cache_fill_requests` of them."""
+        cache = cache_fill * min(1.0, self.requests / cache_fill_requests) if cache_fill_requests else 0.0
+        return float(BASE_RESIDENT_BYTES + memory_growth * self.requests + cache)
+
     def render(self, model: str, *, reset: bool = False, kv_usage: float = 0.0, memory_growth: int = 0,
-               prefix_cache: bool = False) -> str:
+               prefix_cache: bool = False, cache_fill: int = 0, cache_fill_requests: int = 0) -> str:
         """Exposition text; with `reset`, counters go down on every scrape (a fault).
 
         `kv_usage` is the KV-cache gauge's value, `memory_growth` the resident-memory bytes each
-        finished request adds, and `prefix_cache` exposes the prefix-cache counters.
+        finished request adds (a leak), `cache_fill` and `cache_fill_requests` a bounded cache
+        that fills then levels off, and `prefix_cache` exposes the prefix-cache counters.
         """
         self.scrapes += 1
         shift = 1000 - 10 * self.scrapes if reset else 0
@@ -130,10 +138,11 @@ class MetricsState:
                 "# TYPE vllm:prefix_cache_hits_total counter",
                 f"vllm:prefix_cache_hits_total{{{label}}} {self.prefix_hits + shift}",
             ]
-        resident = BASE_RESIDENT_BYTES + memory_growth * self.requests
+        resident = self.resident_bytes(memory_growth=memory_growth, cache_fill=cache_fill,
+                                       cache_fill_requests=cache_fill_requests)
         lines += [
             "# HELP process_resident_memory_bytes Resident memory size in bytes.",
             "# TYPE process_resident_memory_bytes gauge",
-            f"process_resident_memory_bytes {float(resident)}",
+            f"process_resident_memory_bytes {resident}",
         ]
         return "\n".join(lines) + "\n"

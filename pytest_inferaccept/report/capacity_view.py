@@ -22,7 +22,8 @@ from pytest_inferaccept.report.units import fmt_number, fmt_value, status_class,
 TITLES = {"ladder": "Concurrency ladder", "sweep": "Open-loop rate sweep", "soak": "Soak",
           "push": "Push to failure", "push_length": "Prompt length boundary"}
 CHECK_NAMES = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end latency drift",
-               "memory_growth": "memory growth", "errors": "error onset"}
+               "memory_growth": "memory growth", "gpu_memory_growth": "GPU memory growth",
+               "errors": "error onset"}
 EXPLANATION_WORDS = {"queueing": "queueing", "saturated": "saturated", "kv_cache_full": "KV cache full",
                      "errors_begin": "errors begin", "client_bound": "client-bound",
                      "latency_drift": "latency drift", "memory_growing": "memory growing",
@@ -287,6 +288,14 @@ def _soak(scenario: CapacityScenario) -> tuple[list[tuple[str, str]], tuple[Chec
         facts.append(("duration", f"{params['duration_s']:g} s"
                       + (f", judged on medians per {window:g} s window" if isinstance(window, (int, float))
                          else "")))
+    # Where the soak's drifts lead: the horizon and the memory budget (the soak that could tell
+    # is in the notes).
+    if isinstance(params.get("horizon_words"), str):
+        facts.append(("projected over", params["horizon_words"]))
+    memory = scenario.findings.checks.get("memory_growth")
+    projection = (memory.model_extra or {}).get("projection") if memory is not None else None
+    if isinstance(projection, dict) and isinstance(projection.get("limit_words"), str):
+        facts.append(("memory limit", projection["limit_words"]))
     checks = tuple(CheckLine(name=CHECK_NAMES.get(name, name), status=status_words(check.status),
                              status_class=status_class(check.status)
                              if check.status != "not_measured" else "nodata", text=check.text)

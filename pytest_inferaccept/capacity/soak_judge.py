@@ -1,0 +1,365 @@
+"""The soak's checks in production terms: memory and latency drift as rates, projected and judged.
+
+Each check takes one series (memory samples, or per-request latencies) and says what it does
+per request and per hour at the soak's traffic, where it leads over the horizon the team states
+(`--soak-horizon`) with its interval, when it would reach its limit (a share of the memory the
+server has, the SLO's latency limit), and whether it fills and levels off (a cache) rather than
+growing steadily (a leak). The maths is in stats/projection.py; this module words it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import median
+from typing import TYPE_CHECKING, Any
+
+from pytest_inferaccept.stats.projection import (
+    Horizon,
+    Projection,
+    Shape,
+    Slope,
+    bytes_words,
+    count_words,
+    duration_words,
+    shape_of,
+    slope_of,
+    soak_needed,
+)
+from pytest_inferaccept.stats.trend import trend, windows
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.capacity.sampler import Sampler
+
+Points = Sequence[tuple[float, float]]
+Words = Callable[[float], str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capacity:
+    """The memory a series may grow into: its size, the share growth may use, and where it came from."""
+
+    total: float
+    share: float
+    source: str
+
+    @property
+    def budget(self) -> float:
+        """The level growth must not reach."""
+        return self.total * self.share
+
+    def words(self) -> str:
+        """'90% of its 24 GiB (--memory-limit)'."""
+        whole = "all" if self.share >= 1 else f"{self.share:.0%}"
+        return f"{whole} of its {bytes_words(self.total)} ({self.source})"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {"total": self.total, "share": self.share, "source": self.source, "budget": self.budget}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Traffic:
+    """What the soak's projections are carried over: its request rate, its length, the horizon."""
+
+    request_rate: float | None
+    duration_s: float
+    horizon: Horizon
+    alpha: float = 0.01
+
+    @property
+    def horizon_s(self) -> float | None:
+        """The horizon in seconds of traffic at the soak's rate."""
+        return self.horizon.seconds_at(self.request_rate)
+
+    def horizon_words(self) -> str:
+        """'24 h of this traffic (1.3 M requests at 15.2 requests/s)'."""
+        return self.horizon.describe(self.request_rate)
+
+
+def _signed_bytes(value: float) -> str:
+    return bytes_words(value, sign=True)
+
+
+def _ms(seconds: float, *, sign: bool = False) -> str:
+    prefix = ("+" if seconds > 0 else "-" if seconds < 0 else "±") if sign else ("-" if seconds < 0 else "")
+    size = abs(seconds)
+    if size >= 1:
+        return f"{prefix}{size:.3g} s" if size < 1000 else f"{prefix}{size:.0f} s"
+    return f"{prefix}{size * 1000:.3g} ms"
+
+
+def _signed_ms(seconds: float) -> str:
+    return _ms(seconds, sign=True)
+
+
+def _ci(low: float, high: float, fmt: Words, confidence: float) -> str:
+    return f"{confidence:.0%} CI {fmt(low)} to {fmt(high)}"
+
+
+def _growth(p: Projection, fmt: Words, horizon: str) -> str:
+    """'+2.6 GiB (95% CI +2.4 GiB to +2.8 GiB) in 24 h of this traffic': the growth over the horizon.
+
+    A falling series is not projected (a latency or a memory cannot fall for ever): only the
+    upper end of its interval is given, as the most it may grow.
+    """
+    s = p.slope
+    if s.per_s < 0:
+        top = p.growth(s.high)
+        return (f"no growth to project in {horizon}" if top <= 0 else
+                f"at most {fmt(top)} in {horizon} (the upper end of its {s.confidence:.0%} CI)")
+    interval = _ci(p.growth(s.low), p.growth(s.high), fmt, s.confidence)
+    return f"{fmt(p.growth(s.per_s))} ({interval}) in {horizon}"
+
+
+def _verb(slope: Slope, rising: str) -> str:
+    """`rising` when even the judging bound grows, 'falls' when the whole interval falls, else 'stable'."""
+    return rising if slope.floor > 0 else "falls" if slope.high < 0 else "stable"
+
+
+def _time_ci(p: Projection) -> str:
+    """The interval of the time to the limit: a faster rate gets there sooner."""
+    s = p.slope
+    return (f"{s.confidence:.0%} CI {duration_words(p.time_to_limit(s.high))} to "
+            f"{duration_words(p.time_to_limit(s.low))}")
+
+
+def _never(seconds: float | None) -> float:
+    return float("inf") if seconds is None else seconds
+
+
+def _thirds(shape: Shape, fmt: Words) -> str:
+    """'+10.8 MiB/s over its first 5 s, ±0 B/s (95% CI ...) over its last third'."""
+    assert shape.first is not None and shape.last is not None
+    last = shape.last
+    a, b = shape.first_span or (0.0, 0.0)
+    early = (f"its first {duration_words(b)}" if a == 0
+             else f"{duration_words(a)} to {duration_words(b)} into it")
+    return (f"{fmt(shape.first.per_s)} over {early}, {fmt(last.per_s)} "
+            f"({_ci(last.low, last.high, fmt, last.confidence)}) over its last third")
+
+
+def _chosen(whole: Slope, shape: Shape) -> Slope:
+    """The rate to project: the last third's when the growth slowed, else the whole soak's."""
+    return shape.last if shape.kind != "steady" and shape.last is not None else whole
+
+
+def _rate_json(chosen: Slope, whole: Slope, per: float | None) -> dict[str, Any]:
+    """The projected rate per second, per hour and (given a request rate `per`) per request."""
+    basis = "whole_soak" if chosen is whole else "last_third"
+    out: dict[str, Any] = {"slope": chosen.to_json(), "basis": basis,
+                           "per_hour": chosen.per_s * 3600, "per_hour_low": chosen.low * 3600,
+                           "per_hour_high": chosen.high * 3600}
+    if per:
+        out.update(per_request=chosen.per_s / per, per_request_low=chosen.low / per,
+                   per_request_high=chosen.high / per)
+    return out
+
+
+def _not_judged(what: str, n: int, base: dict[str, Any]) -> dict[str, Any]:
+    return {**base, "status": "not_enough_data", "text": f"{what}: not enough windows to judge drift ({n})",
+            "answer": f"{what} not judged (too few windows)"}
+
+
+def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic,
+                 capacity: Capacity | None, tolerance: float, source: str,
+                 name: str = "memory") -> dict[str, Any]:
+    """The memory check: growth per request and per hour, projected to the horizon, against the budget.
+
+    `what` names the series in the check's text, `name` in its short answer.
+
+    Without a known capacity, the limit is the memory at the start of the soak × (1 + tolerance)
+    (tolerance 1.0: it would double within the horizon).
+    """
+    tr = trend(points, window_s=window_s)
+    base: dict[str, Any] = {"source": source, "trend": tr.to_json(), "tolerance": tolerance,
+                            "alpha": traffic.alpha, "horizon": traffic.horizon.to_json(),
+                            "capacity": capacity.to_json() if capacity is not None else None}
+    whole = slope_of(points, window_s=window_s, alpha=traffic.alpha)
+    horizon_s = traffic.horizon_s
+    if whole is None or horizon_s is None:
+        return _not_judged(what, tr.n, base)
+    shape = shape_of(points, alpha=traffic.alpha)
+    chosen = _chosen(whole, shape)
+    if capacity is not None:
+        limit, limit_words = capacity.budget, capacity.words()
+    else:
+        limit = whole.start * (1 + tolerance)
+        limit_words = (f"{1 + tolerance:g}× its {bytes_words(whole.start)} at the start of the soak "
+                       "(no memory budget known: give --memory-limit)")
+    p = Projection(slope=chosen, horizon_s=horizon_s, level=chosen.end, limit=limit)
+    rate = traffic.request_rate
+
+    def per_request(v: float) -> str:
+        return _signed_bytes(v / rate) if rate else "n/a"
+
+    def per_s(v: float) -> str:
+        return f"{_signed_bytes(v)}/s"
+
+    interval = _ci(chosen.low, chosen.high, per_request, chosen.confidence)
+    rates = (f"{per_request(chosen.per_s)} per request ({interval}), "
+             f"{_signed_bytes(chosen.per_s * 3600)}/h" + (f" at {rate:.3g} requests/s" if rate else ""))
+    growth = _growth(p, _signed_bytes, traffic.horizon_words())
+    reach = p.time_to_limit(chosen.per_s)
+    requests = f"; {count_words(reach * rate)} requests" if reach is not None and rate else ""
+    reaches = (f"reaches {limit_words} after about {duration_words(reach)} of this traffic "
+               f"({_time_ci(p)}{requests})")
+    which = "this rate" if chosen is whole else "the last third's rate"
+    room = p.headroom or 0.0
+    shape_words = ""
+    if shape.kind == "levels_off":
+        first = min(whole.start, shape.first.start) if shape.first is not None else whole.start
+        shape_words = (f"fills to about {bytes_words(chosen.end)} ({_signed_bytes(chosen.end - first)}) and "
+                       f"levels off ({_thirds(shape, per_s)}): as a cache fills, not as a leak grows")
+    elif shape.kind == "slowing":
+        shape_words = (f"grows more slowly as the soak goes on ({_thirds(shape, per_s)}): a cache still "
+                       "filling, or a leak that slows")
+    rising = chosen.floor > 0
+    if p.crosses:
+        status = "fail"
+        text = (f"{what} {shape_words + '; ' if shape_words else 'grows '}{rates}: {growth}; at {which} the "
+                f"server {reaches}, within the horizon even at the low end of the growth's "
+                f"{1 - traffic.alpha:.0%} interval ({_signed_bytes(p.growth(chosen.floor))})")
+        answer = f"at {which} the server {reaches}"
+    elif shape.kind == "levels_off":
+        status = "pass"
+        text = f"{what} {shape_words}; {rates}: {growth}"
+        answer = f"{name} fills to about {bytes_words(chosen.end)} and levels off"
+    else:
+        status = "pass"
+        verb = shape_words or _verb(chosen, "grows steadily")
+        beyond = (f"at {which} it {reaches}, not surely within the horizon" if reach is not None and room > 0
+                  else f"within {limit_words}")
+        text = f"{what} {verb}: {rates}: {growth}; {beyond}"
+        if rising and shape.kind == "steady" and room > 0 and reach is not None:
+            text += (f"; still growing at the end of the {duration_words(traffic.duration_s)} soak: a leak, "
+                     f"or a cache still filling (one that fits in the budget levels off within "
+                     f"{_signed_bytes(room)}, which at this rate takes about {duration_words(reach)}: a soak "
+                     "that long would tell)")
+        answer = f"{name} {_verb(chosen, 'grows')}: {growth}"
+        if reach is not None and room > 0:
+            answer += f"; at {which} it {reaches}"
+    return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(),
+            "rate": _rate_json(chosen, whole, rate),
+            "projection": {**p.to_json(), "limit_words": limit_words},
+            "plan": _plan(whole, shape, p, traffic)}
+
+
+def judge_latency(points: Points, *, what: str, metric: str, window_s: float, traffic: Traffic,
+                  limits: Sequence[tuple[str, float, float]], tolerance: float) -> dict[str, Any]:
+    """A latency check: drift in ms and % per hour, projected; when would it cross the SLO?
+
+    `limits` are the SLO's limits on this metric as (key, limit s, the soak's value of that
+    statistic s). The statistic is projected by the drift of the window medians (the whole
+    distribution shifts). Without one, the limit is the start × (1 + tolerance).
+    """
+    tr = trend(points, window_s=window_s)
+    base: dict[str, Any] = {"trend": tr.to_json(), "tolerance": tolerance, "alpha": traffic.alpha,
+                            "horizon": traffic.horizon.to_json()}
+    whole = slope_of(points, window_s=window_s, alpha=traffic.alpha)
+    horizon_s = traffic.horizon_s
+    if whole is None or horizon_s is None:
+        return _not_judged(what, tr.n, base)
+    shape = shape_of(points, alpha=traffic.alpha)
+    chosen = _chosen(whole, shape)
+    centre = median(v for _, v in windows(points, window_s))
+    candidates: list[tuple[str, Projection]] = [
+        # The soak-wide statistic stands for the middle of the soak: carry it to the end.
+        (f"{what} {key.rsplit('_', 1)[-1]} would cross its SLO of {_ms(limit)}",
+         Projection(slope=chosen, horizon_s=horizon_s, level=value + chosen.end - centre, limit=limit))
+        for key, limit, value in limits]
+    if not candidates:
+        relative = whole.start * (1 + tolerance)
+        candidates.append((f"{what} would reach {1 + tolerance:g}× its start ({_ms(relative)}; no SLO on it)",
+                           Projection(slope=chosen, horizon_s=horizon_s, level=chosen.end, limit=relative)))
+    # The limit reached first decides, a crossing one before any other.
+    label, p = min(candidates, key=lambda c: (not c[1].crosses, _never(c[1].time_to_limit(chosen.per_s))))
+    start = whole.start if whole.start > 0 else None
+
+    def per_hour(v: float) -> str:
+        return f"{_signed_ms(v * 3600)}/h" + (f" ({v * 3600 / start:+.1%}/h)" if start else "")
+
+    def hourly(v: float) -> str:
+        return f"{_signed_ms(v * 3600)}/h"
+
+    interval = _ci(chosen.low, chosen.high, hourly, chosen.confidence)
+    rates = f"{per_hour(chosen.per_s)}, {interval}"
+    growth = _growth(p, _signed_ms, traffic.horizon_words())
+    reach = p.time_to_limit(chosen.per_s)
+    when = f"{label} after about {duration_words(reach)} of this traffic ({_time_ci(p)})"
+    which = "this rate" if chosen is whole else "the last third's rate"
+    shape_words = ""
+    if shape.kind == "levels_off":
+        shape_words = f"rises to about {_ms(chosen.end)} and levels off ({_thirds(shape, hourly)})"
+    elif shape.kind == "slowing":
+        shape_words = f"rises more slowly as the soak goes on ({_thirds(shape, hourly)})"
+    if p.crosses:
+        status = "fail"
+        text = (f"{what} {shape_words + '; ' if shape_words else 'drifts '}{rates}: {growth}; at {which}, "
+                f"{when}, within the horizon even at the low end of its {1 - traffic.alpha:.0%} interval")
+        answer = f"at {which}, {when}"
+    else:
+        status = "pass"
+        verb = shape_words or _verb(chosen, "drifts")
+        tail = (f"; at {which}, {when}, not surely within the horizon"
+                if reach is not None and (p.headroom or 0) > 0 else "")
+        text = f"{what} {verb}: {rates}: {growth}{tail}"
+        short = "levels off" if shape.kind == "levels_off" else _verb(chosen, "drifts")
+        answer = f"{what} {short} ({per_hour(chosen.per_s)}, {interval})"
+    rate = _rate_json(chosen, whole, None)
+    rate["relative_per_hour"] = chosen.per_s * 3600 / start if start else None
+    # Planning needs a limit the team set: the SLO (the relative fallback is no budget to plan for).
+    plan = _plan(whole, shape, p, traffic) if limits else None
+    return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(), "rate": rate,
+            "projection": {**p.to_json(), "limit_words": label}, "plan": plan}
+
+
+def gpu_memory_check(sampler: Sampler, t0: float, t1: float, *, window_s: float, traffic: Traffic,
+                     tolerance: float) -> dict[str, Any] | None:
+    """GPU memory growth against the GPU's whole memory (frameworks reserve most of it up front by design).
+
+    None without GPU memory telemetry; with several GPUs, the one that fails (else grows fastest).
+    """
+    found: list[dict[str, Any]] = []
+    for name, used in sampler.series.items():
+        if not (name.startswith("gpu") and name.endswith("_memory_bytes")) or name.endswith("_total_bytes"):
+            continue
+        index = name[3:-len("_memory_bytes")]
+        total = sampler.series.get(f"gpu{index}_memory_total_bytes")
+        pts = [(t - t0, v) for t, v in used.points if t0 <= t <= t1 + 1]
+        if total is None or not total.points or len(pts) < 2:
+            continue
+        capacity = Capacity(total=max(v for _, v in total.points), share=1.0, source="the GPU's total")
+        check = judge_memory(pts, what=f"GPU {index} memory ({used.source})", window_s=window_s,
+                             traffic=traffic, capacity=capacity, tolerance=tolerance, source=used.source,
+                             name=f"GPU {index} memory")
+        found.append({**check, "gpu": index})
+    if not found:
+        return None
+
+    def rank(check: dict[str, Any]) -> tuple[bool, float]:
+        slope = (check.get("rate") or {}).get("slope") or {}
+        return check["status"] == "fail", float(slope.get("per_s") or 0.0)
+
+    return max(found, key=rank)
+
+
+def _plan(whole: Slope, shape: Shape, p: Projection, traffic: Traffic) -> dict[str, Any] | None:
+    """How long a soak finds growth that uses the headroom within half the horizon (95% of the time).
+
+    The noise to plan with is the whole soak's; when growth levelled off or slowed, the larger of
+    its middle and last thirds' (around a line through the whole soak, the bend itself would count
+    as noise; the last third alone is chosen for being flat, so it understates the noise).
+    """
+    room = p.headroom
+    if room is None or room <= 0:
+        return None
+    parts = [(whole, traffic.duration_s)]
+    if shape.kind != "steady" and shape.last is not None and shape.middle is not None:
+        parts = [(shape.last, traffic.duration_s / 3), (shape.middle, traffic.duration_s / 3)]
+    needs = [soak_needed(noise, headroom=room, horizon_s=p.horizon_s, duration_s=length)
+             for noise, length in parts]
+    needed = max((n for n in needs if n is not None), default=None)
+    if needed is None:
+        return None
+    return {"soak_needed_s": needed, "duration_s": traffic.duration_s, "short": traffic.duration_s < needed}
