@@ -150,7 +150,8 @@ def test_a_soak_finds_injected_creep_and_growth_and_passes_a_stable_server(
         checks = soak["findings"]["checks"]
         if finding is None:
             assert result.ret == 0, (result.stdout.str(), checks)
-            assert {k: c["status"] for k, c in checks.items()} == {
+            # a GPU check joins only where telemetry sees a GPU (nvidia-smi); the fake has none
+            assert {k: c["status"] for k, c in checks.items() if k != "gpu_memory_growth"} == {
                 "ttft_drift": "pass", "e2e_drift": "pass", "memory_growth": "pass", "errors": "pass"}
         else:
             assert result.ret == 1, result.stdout.str()
