@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # the loadgen fixture and what a run gives back
     "LoadGen": "pytest_inferaccept.loadgen",
-    "LoadResult": "pytest_inferaccept.loadgen",
+    "LoadResult": "pytest_inferaccept.run.load",
     "LoadInputError": "pytest_inferaccept.loadgen",
     "CapacityResult": "pytest_inferaccept.capacity.scenarios",
     "RequestRecord": "pytest_inferaccept.load.records",
@@ -48,9 +48,10 @@ if TYPE_CHECKING:
     from pytest_inferaccept.checks._base import CheckFailed
     from pytest_inferaccept.evidence import Evidence
     from pytest_inferaccept.load.records import RequestRecord
-    from pytest_inferaccept.loadgen import LoadGen, LoadInputError, LoadResult
+    from pytest_inferaccept.loadgen import LoadGen, LoadInputError
     from pytest_inferaccept.markers import LatencyLimit, SloSpec
     from pytest_inferaccept.report.model import RunDocument
+    from pytest_inferaccept.run.load import LoadResult
     from pytest_inferaccept.server import ServerUnderTest
     from pytest_inferaccept.stats.percentiles import Estimate
     from pytest_inferaccept.stats.slo import SloEvaluation, SloRow

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     import openai
 
     from pytest_inferaccept.capacity.scenarios import CapacityResult
-    from pytest_inferaccept.loadgen import LoadGen, LoadResult
+    from pytest_inferaccept.loadgen import LoadGen
+    from pytest_inferaccept.run.load import LoadResult
 
 
 def _evidence(node: pytest.Item) -> Evidence:

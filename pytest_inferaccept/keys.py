@@ -18,7 +18,7 @@ ACCEPTANCE_KEY = pytest.StashKey[bool]()
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.scenarios import CapacityResult
-    from pytest_inferaccept.loadgen import LoadResult
+    from pytest_inferaccept.run.load import LoadResult
 
 LOAD_KEY = pytest.StashKey[list["LoadResult"]]()
 """The load runs a test made through `loadgen` (judged when the test ends)."""

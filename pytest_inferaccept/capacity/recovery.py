@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_inferaccept.capacity.scenarios import Alive, CapacityResult, Measure, step_row
 
 if TYPE_CHECKING:
-    from pytest_inferaccept.loadgen import LoadResult
+    from pytest_inferaccept.run.load import LoadResult
 
 Restart = Callable[[], dict[str, Any]]
 """Kill the server and start it again; returns monotonic times (see AcceptanceSession.restart_chat_server)."""

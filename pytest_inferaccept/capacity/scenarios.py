@@ -25,8 +25,8 @@ from pytest_inferaccept.capacity.analysis import (
 from pytest_inferaccept.capacity.sampler import Sampler
 
 if TYPE_CHECKING:
-    from pytest_inferaccept.loadgen import LoadResult
     from pytest_inferaccept.markers import SloSpec
+    from pytest_inferaccept.run.load import LoadResult
     from pytest_inferaccept.stats.projection import Horizon
 
 Status = Literal["pass", "fail", "invalid"]

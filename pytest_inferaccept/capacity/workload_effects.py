@@ -37,7 +37,7 @@ from pytest_inferaccept.stats.percentiles import quantile
 
 if TYPE_CHECKING:
     from pytest_inferaccept.load.records import RequestRecord
-    from pytest_inferaccept.loadgen import LoadResult
+    from pytest_inferaccept.run.load import LoadResult
 
 Say = Callable[[str], None]
 Direction = Literal["input", "output"]
