@@ -228,8 +228,10 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
     else:
         status = "pass"
         verb = shape_words or _verb(chosen, "grows steadily")
-        beyond = (f"at {which} it {reaches}, not surely within the horizon" if reach is not None and room > 0
-                  else f"within {limit_words}")
+        beyond = (f"at {which} it {reaches}; not surely within the horizon: at the low end of the "
+                  f"growth's {1 - traffic.alpha:.0%} interval ({_signed_bytes(p.growth(chosen.floor))} "
+                  f"over the horizon) it would not"
+                  if reach is not None and room > 0 else f"within {limit_words}")
         text = f"{what} {verb}: {rates}: {growth}; {beyond}"
         if rising and shape.kind == "steady" and room > 0 and reach is not None:
             text += (f"; still growing at the end of the {duration_words(traffic.duration_s)} soak: a leak, "
@@ -301,7 +303,9 @@ def judge_latency(points: Points, *, what: str, metric: str, window_s: float, tr
     else:
         status = "pass"
         verb = shape_words or _verb(chosen, "drifts")
-        tail = (f"; at {which}, {when}, not surely within the horizon"
+        tail = (f"; at {which}, {when}; not surely within the horizon: at the low end of its "
+                f"{1 - traffic.alpha:.0%} interval ({_signed_ms(p.growth(chosen.floor))} over the "
+                f"horizon) it would not"
                 if reach is not None and (p.headroom or 0) > 0 else "")
         text = f"{what} {verb}: {rates}: {growth}{tail}"
         short = "levels off" if shape.kind == "levels_off" else _verb(chosen, "drifts")

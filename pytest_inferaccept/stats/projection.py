@@ -337,6 +337,8 @@ def duration_words(seconds: float | None) -> str:
     """'45 s', '12 min', '6.5 h', '3.2 days' (None: 'never')."""
     if seconds is None or math.isinf(seconds):
         return "never"
+    if seconds < 0.5:
+        return "under a second"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:
