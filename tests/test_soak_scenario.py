@@ -83,6 +83,7 @@ def test_a_stable_server_is_go_with_a_projection_of_zero_and_its_interval(
     assert ret == 0, {k: c["text"] for k, c in checks.items()}
     assert {k: c["status"] for k, c in checks.items()} == {
         "ttft_drift": "pass", "e2e_drift": "pass", "memory_growth": "pass", "errors": "pass"}
+    assert len(soak["series"]["ttft"]) >= 8 and soak["series"]["memory_bytes"], soak["series"].keys()
     memory = checks["memory_growth"]
     projection = memory["projection"]
     assert projection["growth"] == projection["growth_low"] == projection["growth_high"] == 0.0
