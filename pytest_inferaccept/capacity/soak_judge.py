@@ -220,6 +220,11 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
         text = (f"{what} {shape_words + '; ' if shape_words else 'grows '}{rates}: {growth}; at {which} the "
                 f"server {reaches}, within the horizon even at the low end of the growth's "
                 f"{1 - traffic.alpha:.0%} interval ({_signed_bytes(p.growth(chosen.floor))})")
+        if shape.kind == "steady":
+            # The soak cannot see a cap it has not reached: say so, and what would show it.
+            text += (f"; still growing at the end of the {duration_words(traffic.duration_s)} soak: a leak, "
+                     "or a cache that fills beyond what this soak saw (a cache with a cap under the budget "
+                     "would level off in a longer soak, and pass)")
         answer = f"at {which} the server {reaches}"
     elif shape.kind == "levels_off":
         status = "pass"
