@@ -225,3 +225,17 @@ def test_the_side_by_side_groups_failures_by_area_and_writes_a_page(runs: dict[s
     assert f"side-by-side page written to {page}" in result.stdout
     text = page.read_text(encoding="utf-8")
     assert "base.json" in text and "upgraded.json" in text and "<script" not in text
+
+
+def test_a_latency_figure_that_falls_on_failures_is_a_regression_not_a_lost_figure() -> None:
+    from pytest_inferaccept.compare.figures import _estimate
+    from pytest_inferaccept.compare.rules import judge, relative
+    from pytest_inferaccept.report.units import fmt_value
+
+    old = _estimate({"value": 0.3, "low": 0.28, "high": 0.32, "n": 400})
+    # the new run's p95 falls on failed requests: the JSON writes it as null with "censored"
+    new = _estimate({"value": None, "low": None, "high": None, "n": 400, "censored": True})
+    assert old is not None and new is not None
+    assert judge("ttft_p95", old, new, 0.1) == "regression"
+    assert relative(old.value, new.value) == ""
+    assert fmt_value("ttft_p95", new.value) == "∞ (failed requests)"

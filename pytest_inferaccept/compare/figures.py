@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,12 @@ class LoadFigures:
 
 
 def _estimate(raw: Any) -> Figure | None:
+    if isinstance(raw, dict) and raw.get("censored"):
+        # the figure falls on failed requests (slower than any limit): infinite, never dropped, so
+        # a baseline comparison sees the regression instead of losing the figure
+        low = raw.get("low")
+        return Figure(value=math.inf, low=float(low) if isinstance(low, (int, float)) else math.inf,
+                      high=math.inf, n=raw.get("n") if isinstance(raw.get("n"), int) else None)
     if not isinstance(raw, dict) or not isinstance(raw.get("value"), (int, float)):
         return None
     low, high = raw.get("low"), raw.get("high")

@@ -9,6 +9,7 @@ their point values are compared, a regression below old × (1 − t).
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pytest_inferaccept.compare.figures import HIGHER_IS_BETTER, Figure
@@ -39,6 +40,6 @@ def judge(key: str, old: Figure, new: Figure, tolerance: float) -> Judged:
 
 def relative(old: float, new: float) -> str:
     """The change as a signed percentage of the old value ('+190%'), or '' when old is zero."""
-    if old == 0:
+    if old == 0 or math.isinf(new) or math.isinf(old):
         return ""
     return f"{(new - old) / abs(old) * 100:+.0f}%"

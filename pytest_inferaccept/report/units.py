@@ -25,6 +25,8 @@ def fmt_value(key: str, value: Any, *, signed: bool = False) -> str:
         return "—"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
+    if value == float("inf"):
+        return "∞ (failed requests)"  # a figure that falls on failures: slower than any limit
     sign = "+" if signed and value > 0 else ""
     if _LATENCY.match(key):
         if abs(value) >= 1:
