@@ -124,6 +124,12 @@ def _time_ci(p: Projection) -> str:
             f"{duration_words(p.time_to_limit(s.low))}")
 
 
+def _not_surely(p: Projection, traffic: Traffic, fmt: Words, owner: str) -> str:
+    """Why a projection that would reach its limit is no finding: its judging bound would not."""
+    return (f"not surely within the horizon: at the low end of {owner} {1 - traffic.alpha:.0%} interval "
+            f"({fmt(p.growth(p.slope.floor))} over the horizon) it would not")
+
+
 def _never(seconds: float | None) -> float:
     return float("inf") if seconds is None else seconds
 
@@ -233,9 +239,8 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
     else:
         status = "pass"
         verb = shape_words or _verb(chosen, "grows steadily")
-        beyond = (f"at {which} it {reaches}; not surely within the horizon: at the low end of the "
-                  f"growth's {1 - traffic.alpha:.0%} interval ({_signed_bytes(p.growth(chosen.floor))} "
-                  f"over the horizon) it would not"
+        unsure = _not_surely(p, traffic, _signed_bytes, "the growth's")
+        beyond = (f"at {which} it {reaches}; {unsure}"
                   if reach is not None and room > 0 else f"within {limit_words}")
         text = f"{what} {verb}: {rates}: {growth}; {beyond}"
         if rising and shape.kind == "steady" and room > 0 and reach is not None:
@@ -308,9 +313,7 @@ def judge_latency(points: Points, *, what: str, metric: str, window_s: float, tr
     else:
         status = "pass"
         verb = shape_words or _verb(chosen, "drifts")
-        tail = (f"; at {which}, {when}; not surely within the horizon: at the low end of its "
-                f"{1 - traffic.alpha:.0%} interval ({_signed_ms(p.growth(chosen.floor))} over the "
-                f"horizon) it would not"
+        tail = (f"; at {which}, {when}; {_not_surely(p, traffic, _signed_ms, 'its')}"
                 if reach is not None and (p.headroom or 0) > 0 else "")
         text = f"{what} {verb}: {rates}: {growth}{tail}"
         short = "levels off" if shape.kind == "levels_off" else _verb(chosen, "drifts")

@@ -9,9 +9,7 @@ the shapes `scrub.Scrubber` always masks (a bearer token, a URL's password, a ke
 from __future__ import annotations
 
 import dataclasses
-import html
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +27,10 @@ from pytest_inferaccept.compare.side_findings import (
     cause_lines,
     finding_rows,
 )
+from pytest_inferaccept.report.html import environment, mask_printed, page_css, write_page
 from pytest_inferaccept.report.model import RunDocument
 from pytest_inferaccept.report.words import findings
-from pytest_inferaccept.scrub import MASK, Scrubber, strip_userinfo
+from pytest_inferaccept.scrub import Scrubber, strip_userinfo
 
 
 @dataclass(frozen=True)
@@ -185,32 +184,17 @@ def _scrubbed(value: Any, scrubber: Scrubber) -> Any:
     return value
 
 
-def _environment() -> Any:
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("pytest_inferaccept.report", "templates"), autoescape=True,
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-
-
 def render(names: list[str], docs: list[RunDocument], *, secrets: tuple[str, ...] = ()) -> str:
     """The side-by-side page as HTML text, every text scrubbed of `secrets` and secret shapes."""
     from markupsafe import Markup
 
     scrubber = Scrubber(secrets)
     page = _scrubbed(build_side_page(names, docs), scrubber)
-    css = resources.files("pytest_inferaccept.report").joinpath("templates/report.css").read_text("utf-8")
-    text: str = _environment().get_template("side_by_side.html.j2").render(page=page, css=Markup(css))
+    text: str = environment().get_template("side_by_side.html.j2").render(page=page, css=Markup(page_css()))
     # A last pass catches a secret in the form the template printed it (escaped).
-    for secret in scrubber.secrets:
-        text = text.replace(secret, MASK).replace(html.escape(secret), MASK)
-    return text
+    return mask_printed(text, scrubber.secrets)
 
 
 def write(path: Path, names: list[str], docs: list[RunDocument], *, secrets: tuple[str, ...] = ()) -> None:
     """Write the page atomically (a half-written file never replaces a good one)."""
-    text = render(names, docs, secrets=secrets)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_page(path, render(names, docs, secrets=secrets))

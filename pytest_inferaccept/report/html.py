@@ -7,6 +7,7 @@ add markup; the page carries no script at all, and its Content-Security-Policy f
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ from pytest_inferaccept.report.view import build_page
 MASK = "***"
 
 
-def _environment() -> Any:
+def environment() -> Any:
+    """The jinja2 environment of every page the package renders: autoescape on, strict names."""
     import jinja2
 
     return jinja2.Environment(
@@ -30,7 +32,8 @@ def _environment() -> Any:
     )
 
 
-def _css() -> str:
+def page_css() -> str:
+    """The package's own stylesheet, inlined into every page."""
     return resources.files("pytest_inferaccept.report").joinpath("templates/report.css").read_text("utf-8")
 
 
@@ -47,29 +50,38 @@ def render(document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> str:
     charts = [(caption, Markup(svg)) for caption, svg in load_charts(run)]
     scenario_charts = {anchor: [(caption, Markup(svg)) for caption, svg in drawn]
                        for anchor, drawn in capacity_charts(run).items()}
-    text: str = _environment().get_template("report.html.j2").render(
-        page=page, charts=charts, capacity_charts=scenario_charts, css=Markup(_css()))
+    text: str = environment().get_template("report.html.j2").render(
+        page=page, charts=charts, capacity_charts=scenario_charts, css=Markup(page_css()))
     # The document is scrubbed before it gets here; this last pass also catches a secret in the
     # form the template printed it (escaped).
+    return mask_printed(text, secrets)
+
+
+def mask_printed(text: str, secrets: Iterable[str]) -> str:
+    """The page with every secret masked, as written and as the template escaped it."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, MASK).replace(html.escape(secret), MASK)
     return text
 
 
-def write(path: Path, document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
-    """Write the page atomically (a half-written file never replaces a good one)."""
-    text = render(document, secrets=secrets)
+def write_page(path: Path, text: str) -> None:
+    """Write a page atomically (a half-written file never replaces a good one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 
+def write(path: Path, document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
+    """Write the page for a results document atomically."""
+    write_page(path, render(document, secrets=secrets))
+
+
 def summary_fragment(document: dict[str, Any]) -> str:
     """The verdict, its reasons and the plain-words answer, as an HTML fragment for pytest-html."""
     page = build_page(load(document))
-    text: str = _environment().get_template("pytest_html_summary.html.j2").render(page=page)
+    text: str = environment().get_template("pytest_html_summary.html.j2").render(page=page)
     return text
 
 
@@ -83,5 +95,5 @@ def evidence_fragment(payload: dict[str, Any], settings: dict[str, Any]) -> str:
                          max_time=settings.get("request_timeout"))
     if view.empty:
         return ""
-    text: str = _environment().get_template("pytest_html_evidence.html.j2").render(ev=view)
+    text: str = environment().get_template("pytest_html_evidence.html.j2").render(ev=view)
     return text

@@ -372,21 +372,16 @@ def _latency(r: RequestRecord, gaps: list[float]) -> RequestLatency:
                           ttft_any=None if r.first_token_any is None else r.first_token_any - r.send)
 
 
-def _since_send(records: list[RequestRecord], attr: str) -> list[float]:
+def _since_send(records: list[RequestRecord], attr: str, *, censor: bool = False) -> list[float]:
+    """Seconds from send to the moment `attr`; where it never came (failed or empty), CENSORED
+    with `censor`, else nothing."""
     out = []
     for r in records:
         t = getattr(r, attr)
         if t is not None:
             out.append(t - r.send)
-    return out
-
-
-def _censored_since_send(records: list[RequestRecord], attr: str) -> list[float]:
-    """Seconds from send to the moment `attr`, or CENSORED where it never came (failed or empty)."""
-    out = []
-    for r in records:
-        t = getattr(r, attr)
-        out.append(CENSORED if t is None else t - r.send)
+        elif censor:
+            out.append(CENSORED)
     return out
 
 
@@ -451,9 +446,9 @@ def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
                         if r.ok or r.first_content is not None)
     # Judged figures: every measured request, a failure as slower than any limit.
     values: dict[str, list[float]] = {
-        "ttft": _censored_since_send(measured, "first_content"),
+        "ttft": _since_send(measured, "first_content", censor=True),
         "ttft_first_byte": _since_send(ok, "first_byte"),
-        "ttft_any_token": _censored_since_send(measured, "first_token_any"),
+        "ttft_any_token": _since_send(measured, "first_token_any", censor=True),
         "itl": [gap for own in answers_itl for gap in own],
         "tpot": _censored_tpot(measured),
         "e2e": [r.e2e if r.ok else CENSORED for r in measured],
@@ -463,12 +458,12 @@ def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
     successful: dict[str, list[float]] = {
         "ttft": _since_send(ok, "first_content"),
         "ttft_any_token": _since_send(ok, "first_token_any"),
-        "itl": [gap for r, own in zip(measured, gaps, strict=True) if r.ok for gap in own],
         "tpot": [t for r in ok if (t := r.tpot()) is not None],
         "e2e": [r.e2e for r in ok],
     }
     for data in successful.values():
         data.sort()
+    ok_answers = [own for r, own in zip(measured, gaps, strict=True) if r.ok]
     requests = tuple(_latency(r, own) for r, own in zip(measured, gaps, strict=True))
     output_tokens = sum(r.output_tokens for r in ok)
     chunks = sum(r.chunks for r in ok)
@@ -483,8 +478,9 @@ def summarize(records: Iterable[RequestRecord], window: tuple[float, float], *,
         metrics={name: summarize_answers(answers_itl, confidence) if name == "itl"
                  else summarize_metric(data, confidence) for name, data in values.items()},
         metrics_successful={
-            name: summarize_answers([own for r, own in zip(measured, gaps, strict=True) if r.ok], confidence)
-            if name == "itl" else summarize_metric(data, confidence) for name, data in successful.items()},
+            name: summarize_answers(ok_answers, confidence) if name == "itl"
+            else summarize_metric(successful[name], confidence)
+            for name in ("ttft", "ttft_any_token", "itl", "tpot", "e2e")},
         output_tokens=output_tokens,
         throughput_tokens_per_s=output_tokens / duration if duration else None,
         request_rate_per_s=len(ok) / duration if duration else None,
