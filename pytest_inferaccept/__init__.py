@@ -34,7 +34,7 @@ _EXPORTS: dict[str, str] = {
     "CheckFailed": "pytest_inferaccept.checks._base",
     # the server under test and the results document
     "ServerUnderTest": "pytest_inferaccept.server",
-    "RunDocument": "pytest_inferaccept.report.model",
+    "RunDocument": "pytest_inferaccept.model",
 }
 
 __all__ = [
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from pytest_inferaccept.load.records import RequestRecord
     from pytest_inferaccept.loadgen import LoadGen, LoadInputError
     from pytest_inferaccept.markers import LatencyLimit, SloSpec
-    from pytest_inferaccept.report.model import RunDocument
+    from pytest_inferaccept.model import RunDocument
     from pytest_inferaccept.run.load import LoadResult
     from pytest_inferaccept.server import ServerUnderTest
     from pytest_inferaccept.stats.percentiles import Estimate

@@ -59,6 +59,20 @@ def make_client(base_url: str, *, api_key: str | None, request_timeout: float,
                         transport=bounded_transport(request_timeout, max_bytes, evidence))
 
 
+def _no_evidence() -> Evidence | None:
+    return None
+
+
+def client_for(settings: Settings, base_url: str = "", *, read_timeout: float | None = None,
+               evidence: EvidenceGetter = _no_evidence) -> httpx.Client:
+    """The client every plugin request goes through: the settings' key, timeouts and size bound;
+    `read_timeout` shortens the request timeout for a quick question (is it alive?)."""
+    return make_client(base_url, api_key=settings.api_key,
+                       request_timeout=read_timeout or settings.request_timeout,
+                       connect_timeout=settings.connect_timeout, evidence=evidence,
+                       max_bytes=settings.max_response_bytes)
+
+
 def sdk_httpx() -> ModuleType:
     """The httpx module the installed openai SDK is built on (httpx, or httpx2 in SDK 3)."""
     from openai import _base_client

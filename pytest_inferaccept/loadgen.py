@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,6 +54,50 @@ class LoadInputError(ValueError):
     """A load that could not start: a malformed trace, an impossible schedule (nothing was sent)."""
 
 
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass
+class TestLedger:
+    """One test's load: its judged runs and scenarios, and the session's records and history."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    runs: list[LoadResult] = field(default_factory=list)
+    """The test's load runs, judged together against its SLO when the test ends."""
+    scenarios: list[CapacityResult] = field(default_factory=list)
+    """The test's capacity scenarios, each judged as one."""
+    records: list[tuple[str, Any]] = field(default_factory=list)
+    """(label, LoadRun) of every run of the session, steps of scenarios included (--inferaccept-records)."""
+    history: list[CapacityResult] = field(default_factory=list)
+    """Every capacity scenario of the session so far (a sweep or a soak reads the ladder's knee)."""
+    say: Callable[[str], None] = _quiet
+    """A progress line for the user (hidden under -q)."""
+    mark_invalid: Callable[[str], None] = _quiet
+    """The test cannot judge the server (a load that could not start): its evidence says why."""
+
+    def keep(self, result: LoadResult) -> None:
+        """A judged run: the test's, and its records the session's."""
+        self.runs.append(result)
+        self.records.append((result.label, result.run))
+
+    def keep_records(self, label: str, run: Any) -> None:
+        """The records of a run no SLO judges alone (a capacity step, an interrupted run)."""
+        self.records.append((label, run))
+
+    def keep_scenario(self, result: CapacityResult) -> None:
+        """A capacity scenario: the test's, and the session's history."""
+        self.scenarios.append(result)
+        if self.history is not self.scenarios:
+            self.history.append(result)
+
+
+class NotApplicable(Exception):
+    """This test does not apply to this run (no --capacity, no launched server): the plugin skips
+    it with the message, as `pytest.skip` would, without the load code knowing pytest."""
+
+
 class LoadGen:
     """Runs load against the server under test; `run(...)` returns a LoadResult (`arun` in async tests).
 
@@ -62,34 +106,27 @@ class LoadGen:
     """
 
     def __init__(self, *, server: ServerUnderTest, settings: Settings, slo: SloSpec | None,
-                 label: str, keep: Callable[[LoadResult], None],
-                 bad_input: Callable[[str], None] = lambda _: None,
-                 say: Callable[[str], None] = lambda _: None,
-                 keep_records: Callable[[str, LoadRun], None] = lambda _label, _run: None,
-                 keep_capacity: Callable[[CapacityResult], None] = lambda _: None,
-                 launched_pid: int | None = None, history: list[CapacityResult] | None = None,
+                 label: str, ledger: TestLedger | None = None, launched_pid: int | None = None,
                  restart: Callable[[], dict[str, Any]] | None = None) -> None:
         self.server = server
         self.settings = settings
         self.slo = slo
         self.label = label
-        self._keep = keep
-        self._bad_input = bad_input
-        self._say = say
-        self._keep_records = keep_records
-        self._keep_capacity = keep_capacity
+        self.ledger = ledger if ledger is not None else TestLedger()
+        """Where this test's runs and scenarios go (the session's lists behind it)."""
+        self._say = self.ledger.say
         self._launched_pid = launched_pid
         self._restart = restart
         """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
-        self.results: list[LoadResult] = []
+        self.results: list[LoadResult] = self.ledger.runs
         self._from_knee: dict[str, Any] = {}
         """Soak bases derived from a ladder's knee, with that knee (its certainty travels along)."""
         self._rates_knee: tuple[tuple[float, ...], Any] | None = None
         """The rates rates_around_knee() last derived from a ladder's knee, with that knee."""
         self.sized = ""
         """Why the last default-sized run asked for more requests than --load-requests' default."""
-        self.capacity: list[CapacityResult] = []
-        self.history: list[CapacityResult] = history if history is not None else self.capacity
+        self.capacity: list[CapacityResult] = self.ledger.scenarios
+        self.history: list[CapacityResult] = self.ledger.history
         """Every capacity scenario of the session so far (the sweep and the soak read the ladder's)."""
 
     def spec(self, *, concurrency: int | None = None, rate: float | None = None,
@@ -137,7 +174,7 @@ class LoadGen:
             return self.spec(**kwargs)
         except (WorkloadError, ValueError) as exc:
             # Bad input to the plugin, not a finding about the server: the test cannot judge it.
-            self._bad_input(f"the load was not started: {exc}")
+            self.ledger.mark_invalid(f"the load was not started: {exc}")
             raise LoadInputError(f"the load was not started: {exc}") from None
 
     def run(self, **kwargs: Unpack[RunOptions]) -> LoadResult:
@@ -186,8 +223,7 @@ class LoadGen:
     def _finish(self, run: LoadRun) -> LoadResult:
         label = self.label if not self.results else f"{self.label}#{len(self.results) + 1}"
         result = self._result(run, label)
-        self.results.append(result)
-        self._keep(result)
+        self.ledger.keep(result)
         p95 = result.stat("ttft", "p95")
         summary = result.summary
         shown = ("n/a" if p95 is None else "∞ (failed requests)" if math.isinf(p95)
@@ -213,9 +249,9 @@ class LoadGen:
         try:
             run = run_load(spec)
         except LoadInterrupted as stopped:
-            self._keep_records(label, stopped.run)  # what was measured is kept
+            self.ledger.keep_records(label, stopped.run)  # what was measured is kept
             raise
-        self._keep_records(label, run)
+        self.ledger.keep_records(label, run)
         return self._result(run, label)
 
     def sampler(self, interval: float = 1.0) -> Sampler:
@@ -227,16 +263,12 @@ class LoadGen:
 
     def alive(self, timeout: float | None = None) -> tuple[bool, str]:
         """Does the server answer a one-token chat request within `timeout` (default: the request timeout)?"""
-        from pytest_inferaccept.http import make_client
+        from pytest_inferaccept.http import client_for
 
-        s = self.settings
-        limit = timeout or s.request_timeout
         body = {"model": self.server.model, "max_tokens": 1,
                 "messages": [{"role": "user", "content": "Say OK."}]}
         try:
-            with make_client(self.server.base_url, api_key=s.api_key, request_timeout=limit,
-                             connect_timeout=s.connect_timeout, evidence=lambda: None,
-                             max_bytes=s.max_response_bytes) as client:
+            with client_for(self.settings, self.server.base_url, read_timeout=timeout) as client:
                 resp = client.post("/v1/chat/completions", json=body)
         except Exception as exc:
             return False, f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -245,8 +277,7 @@ class LoadGen:
         return True, f"HTTP 200 in {resp.elapsed.total_seconds():.2f} s"
 
     def record(self, result: CapacityResult) -> CapacityResult:
-        self.capacity.append(result)
-        self._keep_capacity(result)
+        self.ledger.keep_scenario(result)
         self._say(f"inferaccept: {result.kind} {self.label}: {result.status.upper()}: {result.headline}")
         return result
 
@@ -254,10 +285,10 @@ class LoadGen:
                duration: float | None = None, settle: int | None = None, min_concurrency: int | None = None,
                workload: str | Path | Workload | None = None) -> CapacityResult:
         """Closed loop at each concurrency level until the breaker: knee and highest SLO-compliant level."""
-        from pytest_inferaccept.capacity import scenarios
+        from pytest_inferaccept.capacity.ladder import ladder
 
         cap = self.settings.capacity
-        return self.record(scenarios.ladder(
+        return self.record(ladder(
             self.measure, self.sampler(), levels=tuple(levels or cap.ladder),
             requests=requests or self._step_requests(), duration=duration or cap.step_duration,
             settle=cap.settle if settle is None else settle, slo=self.slo,
@@ -283,12 +314,12 @@ class LoadGen:
               duration: float | None = None, min_rate: float | None = None,
               workload: str | Path | Workload | None = None) -> CapacityResult:
         """Open loop (Poisson) at each rate: the highest rate meeting the SLOs, achieved vs asked rates."""
-        from pytest_inferaccept.capacity import scenarios
+        from pytest_inferaccept.capacity.sweep import sweep
 
         cap = self.settings.capacity
         chosen = tuple(rates or cap.sweep_rates or (1.0, 2.0, 4.0, 8.0))
         knee = self._rates_knee[1] if self._rates_knee and self._rates_knee[0] == chosen else None
-        return self.record(scenarios.sweep(
+        return self.record(sweep(
             self.measure, self.sampler(), rates=chosen, requests=requests or self._step_requests(),
             duration=duration or cap.step_duration, slo=self.slo, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, min_rate=min_rate, label=self.label, workload=workload,
@@ -300,12 +331,12 @@ class LoadGen:
 
         The horizon and the memory the server has come from --soak-horizon and --memory-limit.
         """
-        from pytest_inferaccept.capacity import scenarios
+        from pytest_inferaccept.capacity.soak import soak
 
         cap = self.settings.capacity
         # At least 60 memory samples, so that each third of a short soak can be judged on its own.
         interval = min(1.0, max(0.2, duration / 60))
-        return self.record(scenarios.soak(
+        return self.record(soak(
             self.measure, self.sampler(interval), concurrency=concurrency, duration=duration, slo=self.slo,
             drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance, alpha=0.01,
             label=self.label, workload=workload, basis=basis, knee=self._from_knee.get(basis),
@@ -314,11 +345,11 @@ class LoadGen:
     def push(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
              duration: float | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
         """Raise concurrency until errors or latency cross the breaker; graceful shedding or a fall?"""
-        from pytest_inferaccept.capacity import scenarios
+        from pytest_inferaccept.capacity.push import push
 
         cap = self.settings.capacity
         chosen = tuple(levels or _doubling(max(cap.ladder), cap.push_max))
-        return self.record(scenarios.push(
+        return self.record(push(
             self.measure, self.alive, levels=chosen, requests=requests or 40,
             duration=duration or cap.step_duration, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, request_timeout=self.settings.request_timeout,
@@ -327,12 +358,12 @@ class LoadGen:
     def push_length(self, lengths: list[int] | tuple[int, ...] | None = None, *,
                     requests: int = 3) -> CapacityResult:
         """Prompts of growing length past the context window: refused cleanly, or not?"""
-        from pytest_inferaccept.capacity import scenarios
+        from pytest_inferaccept.capacity.push_length import push_length
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         top = int(window * 1.5) if window else 8192
         chosen = tuple(lengths or _doubling(128, top, include_top=True))
-        return self.record(scenarios.push_length(
+        return self.record(push_length(
             self.measure, self.alive, lengths=chosen, context_window=window, requests=requests,
             duration=self.settings.capacity.step_duration, request_timeout=self.settings.request_timeout,
             label=self.label, say=self._say))
@@ -341,10 +372,10 @@ class LoadGen:
                 output_buckets: list[str] | tuple[str, ...] | None = None, requests: int = 16,
                 concurrency: int = 2, duration: float | None = None) -> CapacityResult:
         """Latency per input and per output length bucket (short … very long, within the context window)."""
-        from pytest_inferaccept.capacity import workload_effects as effects
+        from pytest_inferaccept.capacity.lengths import lengths
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        return self.record(effects.lengths(
+        return self.record(lengths(
             self.measure, self.sampler(), context_window=window,
             input_buckets=tuple(input_buckets or ("short", "medium", "long", "very_long")),
             output_buckets=tuple(output_buckets or ("short", "medium", "long")), requests=requests,
@@ -355,11 +386,12 @@ class LoadGen:
                      long_share: float = 0.25, short_tokens: int = 64, threshold: float = 2.0,
                      max_ratio: float | None = None, duration: float | None = None) -> CapacityResult:
         """Short prompts' TTFT alone vs mixed with long prompts; fails only past `max_ratio` (p95)."""
-        from pytest_inferaccept.capacity import workload_effects as effects
+        from pytest_inferaccept.capacity.effects import usable_input
+        from pytest_inferaccept.capacity.interference import interference
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        usable = effects.usable_input(window, 32)
-        return self.record(effects.interference(
+        usable = usable_input(window, 32)
+        return self.record(interference(
             self.measure, self.sampler(), concurrency=concurrency, requests=requests,
             duration=duration or self.settings.capacity.step_duration, short_tokens=short_tokens,
             long_tokens=long_tokens or (min(4096, usable) if usable else 1536), long_share=long_share,
@@ -368,11 +400,12 @@ class LoadGen:
     def prefix_cache(self, *, prefix_tokens: int | None = None, requests: int = 24, concurrency: int = 2,
                      duration: float | None = None) -> CapacityResult:
         """TTFT with one shared long prefix vs unique prompts, beside the server's prefix-cache counters."""
-        from pytest_inferaccept.capacity import workload_effects as effects
+        from pytest_inferaccept.capacity.effects import usable_input
+        from pytest_inferaccept.capacity.prefix_cache import prefix_cache
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        usable = effects.usable_input(window, 16)
-        return self.record(effects.prefix_cache(
+        usable = usable_input(window, 16)
+        return self.record(prefix_cache(
             self.measure, self.sampler(), concurrency=concurrency, requests=requests,
             duration=duration or self.settings.capacity.step_duration,
             prefix_tokens=prefix_tokens or (max(128, min(2048, usable - 64)) if usable else 1024),
@@ -382,10 +415,10 @@ class LoadGen:
                    user_tokens: int = 96, answer_tokens: int = 64,
                    duration: float | None = None) -> CapacityResult:
         """Conversations resending their history each turn: TTFT per turn index."""
-        from pytest_inferaccept.capacity import workload_effects as effects
+        from pytest_inferaccept.capacity.multi_turn import multi_turn
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        return self.record(effects.multi_turn(
+        return self.record(multi_turn(
             self.measure, self.sampler(), conversations=conversations, turns=turns, concurrency=concurrency,
             user_tokens=user_tokens, answer_tokens=answer_tokens, context_window=window,
             duration=duration or self.settings.capacity.step_duration, label=self.label, say=self._say))
@@ -434,9 +467,7 @@ class LoadGen:
     def require_capacity(self) -> None:
         """Skip the test unless the run asked for the capacity scenarios (--capacity)."""
         if not self.settings.capacity.enabled:
-            import pytest
-
-            pytest.skip(CAPACITY_NEEDS_FLAG)
+            raise NotApplicable(CAPACITY_NEEDS_FLAG)
 
     def recovery(self, concurrency: int | None = None, duration: float = 20.0,
                  kill_after: float = 3.0) -> CapacityResult:
@@ -445,9 +476,7 @@ class LoadGen:
         Skips the test when the plugin did not launch the server (--server-cmd or --server-preset).
         """
         if self._restart is None:
-            import pytest
-
-            pytest.skip(RECOVERY_NEEDS_LAUNCH)
+            raise NotApplicable(RECOVERY_NEEDS_LAUNCH)
         from pytest_inferaccept.capacity.recovery import recovery
 
         return self.record(recovery(

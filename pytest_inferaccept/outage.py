@@ -93,13 +93,21 @@ def connection_failure(exc: BaseException | None,
     return None
 
 
+PROBE_MAX_BYTES = 64 * 1024
+"""The most of a /health answer the outage probe reads (any answer at all is what it asks)."""
+
+
 def answers(root: str, timeout: float = PROBE_TIMEOUT) -> str | None:
     """None when the server at `root` answers an HTTP request at all (any status); else what was seen."""
     import httpx
 
+    from pytest_inferaccept.http import make_client
+
     url = f"{root.rstrip('/')}/health"
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout)) as client:
+        # Bounded like every plugin request: a server that drips bytes cannot hold the run here.
+        with make_client("", api_key=None, request_timeout=timeout, connect_timeout=timeout,
+                         evidence=lambda: None, max_bytes=PROBE_MAX_BYTES) as client:
             client.get(url)
     except httpx.HTTPError as exc:
         return f"GET {urlsplit(url).path}: {type(exc).__name__}: {exc}".rstrip(": ")

@@ -121,7 +121,9 @@ def probe_stream(client: httpx.Client, server: ServerUnderTest, cap: str = "stre
             text = resp.read().decode("utf-8", "replace")
     except httpx.HTTPError as exc:
         return _failed(cap, "stream failed", exc)
-    events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    from pytest_inferaccept.checks.sse import data_texts
+
+    events = [data.strip() for data in data_texts(text)]
     if "text/event-stream" not in ctype or not events:
         return _result(cap, "unsupported",
                        f"content-type {ctype!r}, {len(events)} data events: {excerpt(text, 200)}")
@@ -248,6 +250,22 @@ def probe_n(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
     return _result("n", "supported", "n=2 gave 2 choices")
 
 
+def probe_reasoning(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """A plain chat answer must carry reasoning text under `reasoning` or `reasoning_content`."""
+    got = _post(client, "reasoning", f"{server.api_base}/chat/completions", _chat(server, max_tokens=32))
+    if isinstance(got, ProbeResult):
+        return got
+    msg = _first_message(_json(got))
+    if msg is None:
+        return _result("reasoning", "broken", f"200 without choices[0].message: {excerpt(got.text, 200)}")
+    found = [k for k in ("reasoning", "reasoning_content") if isinstance(msg.get(k), str) and msg[k]]
+    if not found:
+        return _result("reasoning", "unsupported",
+                       f"a plain answer carries no reasoning text (message keys {sorted(msg)})")
+    return _result("reasoning", "supported",
+                   f"reasoning text under {' and '.join(found)} ({len(msg[found[0]])} chars)")
+
+
 def probe_seed(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
     """A seed must be accepted."""
     return probe_chat(client, server, "seed", seed=1234, temperature=1.0)
@@ -285,6 +303,67 @@ def probe_auth(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
     return _result("auth", "unsupported", f"no key → {resp.status_code} (key not enforced)")
 
 
+def _responses(server: ServerUnderTest, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": server.model, "input": "Say hello.", "max_output_tokens": 16,
+                            "temperature": 0}
+    body.update(extra)
+    return body
+
+
+def probe_responses(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """POST /v1/responses must answer a response resource with an output list."""
+    got = _post(client, "responses", f"{server.api_base}/responses", _responses(server))
+    if isinstance(got, ProbeResult):
+        return got
+    data = _json(got)
+    if data is None or not isinstance(data.get("output"), list):
+        return _result("responses", "broken", f"200 without an output list: {excerpt(got.text, 200)}")
+    return _result("responses", "supported",
+                   f"HTTP 200, status {data.get('status')!r}, {len(data['output'])} output item(s)")
+
+
+def probe_responses_state(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """A stored response must be continued by previous_response_id."""
+    cap = "responses_state"
+    got = _post(client, cap, f"{server.api_base}/responses", _responses(server, store=True))
+    if isinstance(got, ProbeResult):
+        return got
+    first = _json(got) or {}
+    if first.get("store") is False:
+        return _result(cap, "unsupported", "the server keeps no responses: store: true came back as false")
+    if not isinstance(first.get("id"), str):
+        return _result(cap, "broken", f"200 without a response id: {excerpt(got.text, 200)}")
+    again = _post(client, cap, f"{server.api_base}/responses",
+                  _responses(server, input="And again.", previous_response_id=first["id"]))
+    if isinstance(again, ProbeResult):
+        return ProbeResult(capability=cap, status=again.status, transient=again.transient,
+                           detail=f"previous_response_id naming a stored response: {again.detail}")
+    return _result(cap, "supported", f"previous_response_id {first['id']} continued with HTTP 200")
+
+
+
+def probe_messages(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """POST /v1/messages, as an Anthropic client sends it, must answer a message."""
+    import httpx
+
+    sent = {"anthropic-version": "2023-06-01"}
+    bearer = client.headers.get("Authorization", "")
+    if bearer.startswith("Bearer "):
+        sent["x-api-key"] = bearer.removeprefix("Bearer ")
+    body = {"model": server.model, "max_tokens": 8, "temperature": 0,
+            "messages": [{"role": "user", "content": "Say hello."}]}
+    try:
+        resp = client.post(f"{server.api_base}/messages", json=body, headers=sent)
+    except httpx.HTTPError as exc:
+        return _failed("messages", "request failed", exc)
+    bad = _classify("messages", resp)
+    if bad:
+        return bad
+    data = _json(resp)
+    if data is None or data.get("type") != "message":
+        return _result("messages", "broken", f"200 without type 'message': {excerpt(resp.text, 200)}")
+    return _result("messages", "supported", f"HTTP 200, stop_reason {data.get('stop_reason')!r}")
+
 PROBES: dict[str, Probe] = {
     "chat": probe_chat,
     "stream": probe_stream,
@@ -295,8 +374,12 @@ PROBES: dict[str, Probe] = {
     "tool_choice_required": probe_tool_choice_required,
     "tool_choice_named": probe_tool_choice_named,
     "parallel_tool_calls": probe_parallel_tool_calls,
+    "reasoning": probe_reasoning,
     "json_object": lambda c, s: probe_response_format(c, s, "json_object"),
     "json_schema": lambda c, s: probe_response_format(c, s, "json_schema"),
+    "responses": probe_responses,
+    "responses_state": probe_responses_state,
+    "messages": probe_messages,
     "logprobs": probe_logprobs,
     "n": probe_n,
     "seed": probe_seed,

@@ -42,6 +42,17 @@ def secret_key_name(name: object) -> bool:
     return flat.endswith(("token", "sessionkey", "authkey"))
 
 
+def _may_hold_a_secret(value: Any) -> bool:
+    """A value a secret-named key may hide: a non-empty string or a number. A flag (`api_key_set`)
+    says nothing secret, and a mapping or list under such a name (a latency summary named
+    `ttft_any_token`) is scrubbed key by key instead of lost whole."""
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, str):
+        return value not in ("", "<set>")
+    return isinstance(value, (int, float))
+
+
 def url_password(url: str) -> str | None:
     """The password in a URL's userinfo, or None."""
     try:
@@ -97,7 +108,7 @@ class Scrubber:
     def data(self, value: Any) -> Any:
         """Scrub nested JSON data: values under secret-looking keys are masked, strings scrubbed."""
         if isinstance(value, dict):
-            return {k: (MASK if secret_key_name(k) and v not in (None, "", "<set>") else self.data(v))
+            return {k: (MASK if secret_key_name(k) and _may_hold_a_secret(v) else self.data(v))
                     for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]

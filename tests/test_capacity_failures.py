@@ -184,7 +184,7 @@ def _result(tag: str, records: list[RequestRecord], concurrency: int) -> Any:
 
 
 def test_a_few_incomplete_answers_below_the_breaker_end_the_push_and_fail_it() -> None:
-    from pytest_inferaccept.capacity.scenarios import push
+    from pytest_inferaccept.capacity.push import push
 
     steps = {1: _records(40), 2: _records(38, empty=2), 4: _records(40)}
     out = push(lambda tag, **kw: _result(tag, steps[kw["concurrency"]], kw["concurrency"]),

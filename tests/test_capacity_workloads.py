@@ -12,12 +12,9 @@ from typing import Any
 
 import pytest
 
-from pytest_inferaccept.capacity.workload_effects import (
-    ConversationWorkload,
-    MixedWorkload,
-    bucket_range,
-    usable_input,
-)
+from pytest_inferaccept.capacity.effects import usable_input
+from pytest_inferaccept.capacity.lengths import bucket_range
+from pytest_inferaccept.load.compound import ConversationWorkload, MixedWorkload
 from pytest_inferaccept.load.workloads import Fixed, SyntheticWorkload
 from tests._processes import fake_process
 

@@ -1,4 +1,4 @@
-"""The /metrics checks on hand-made exposition texts: parsing, counters, operator profiles."""
+"""The /metrics checks on hand-made exposition texts: parsing, counters, operator profiles, renames."""
 
 from __future__ import annotations
 
@@ -7,13 +7,20 @@ import pytest
 from pytest_inferaccept.checks import CheckFailed
 from pytest_inferaccept.checks.metrics import (
     PROFILES,
+    RENAMED_METRICS,
+    Scrape,
     check_counters_monotonic,
+    check_old_names_count_along,
     check_operator_metrics,
     detect_profile,
+    known_rename,
     operator_metrics_table,
     parse_metrics,
+    rename_findings,
+    renamed_metrics,
+    stale_old_names,
 )
-from pytest_inferaccept.fake.metrics import MetricsState
+from pytest_inferaccept.fake.metrics import MetricsState, vllm_names
 
 LLAMA_CPP = """\
 # HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
@@ -85,11 +92,97 @@ def test_llama_cpp_without_its_removed_kv_gauge_only_warns() -> None:
 
 def test_old_names_are_reported_renamed_with_a_warning() -> None:
     text = _vllm().replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-    table = operator_metrics_table("vllm", parse_metrics(text).names)
+    names = parse_metrics(text).names
+    table = operator_metrics_table("vllm", names)
     row = next(r for r in table if r["concern"] == "kv_cache")
     assert row["status"] == "renamed" and row["served"] == "vllm:gpu_cache_usage_perc"
+    assert check_operator_metrics(table, "vllm") == []  # a known rename: said by rename_findings
+    notes, warnings = rename_findings(renamed_metrics("vllm", names))
+    assert warnings == ["vllm:gpu_cache_usage_perc is the old name of vllm:kv_cache_usage_perc (deprecated "
+                        "in vLLM 0.10, hidden from 0.11 unless the server is started with "
+                        "--show-hidden-metrics-for-version=0.10, removed in 0.12): a dashboard reading "
+                        "vllm:kv_cache_usage_perc shows nothing here, and one reading "
+                        "vllm:gpu_cache_usage_perc goes blank on upgrade"]
+    assert notes == ["renamed in vLLM 0.11: vllm:time_per_output_token_seconds is now "
+                     "vllm:inter_token_latency_seconds (a dashboard reading the old name shows nothing)"]
+
+
+def test_a_rename_the_table_does_not_know_still_warns_as_renamed() -> None:
+    text = _vllm().replace("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+    table = [{"concern": "itl", "status": "renamed", "expected": "vllm:itl_seconds",
+              "served": "vllm:time_per_output_token_seconds", "essential": False, "note": ""}]
+    assert parse_metrics(text).names  # the text stays valid
     warnings = check_operator_metrics(table, "vllm")
-    assert any("vllm:gpu_cache_usage_perc" in w for w in warnings)
+    assert len(warnings) == 1 and "not under the current name vllm:itl_seconds" in warnings[0]
+
+
+@pytest.mark.parametrize(("names", "served"), [("new", "new"), ("old", "old"), ("both", "both")])
+def test_each_naming_of_the_fake_is_recognised_by_the_rename_table(names: str, served: str) -> None:
+    state = MetricsState()
+    state.request_finished(5, 7, ttft=0.01, e2e=0.1)
+    state.prefix_lookup(5, hit=True)
+    text = vllm_names(state.render("m", prefix_cache=True), names)
+    scrape = parse_metrics(text)
+    rows = renamed_metrics("vllm", scrape.names)
+    assert [(r["old"], r["served"]) for r in rows] == [(r.old, served) for r in RENAMED_METRICS]
+    table = operator_metrics_table("vllm", scrape.names)
+    assert {r["status"] for r in table} == ({"present", "renamed"} if names == "old" else {"present"})
+    assert check_operator_metrics(table, "vllm") == []
+    notes, warnings = rename_findings(rows)
+    assert (len(notes), len(warnings)) == ((0, 4) if names == "old" else (4, 0))
+    if names == "both":
+        assert "move dashboards to vllm:kv_cache_usage_perc before upgrading" in notes[0]
+    if names == "new":
+        assert notes[0] == ("renamed in vLLM 0.10: vllm:gpu_cache_usage_perc is now vllm:kv_cache_usage_perc "
+                            "(a dashboard reading the old name shows nothing)")
+
+
+def test_a_metric_absent_under_both_names_is_still_missing() -> None:
+    text = "".join(line + "\n" for line in _vllm().splitlines() if "kv_cache_usage_perc" not in line)
+    names = parse_metrics(text).names
+    assert not [r for r in renamed_metrics("vllm", names) if "cache_usage" in r["new"]]
+    table = operator_metrics_table("vllm", names)
+    assert next(r for r in table if r["concern"] == "kv_cache")["status"] == "missing"
+    assert check_operator_metrics(table, "vllm") == [
+        "vllm: no kv_cache metric (vllm:kv_cache_usage_perc, nor its old name vllm:gpu_cache_usage_perc)"]
+
+
+def test_every_rename_of_a_profile_concern_is_listed_among_its_names() -> None:
+    for rename in RENAMED_METRICS:
+        assert rename.server in PROFILES, rename
+        for metric in PROFILES[rename.server]:
+            if metric.names[0] == rename.new:
+                assert rename.old in metric.names, (metric.concern, rename.old)
+        assert known_rename(rename.old + "_total", rename.new) is rename
+        assert known_rename(rename.new, rename.old) is rename
+    assert known_rename("vllm:num_requests_waiting", "vllm:queue_length") is None
+
+
+def _both(state: MetricsState, *, frozen: bool) -> Scrape:
+    return parse_metrics(vllm_names(state.render("m", prefix_cache=True), "both", frozen_old=frozen))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_old_names_beside_new_ones_must_count_along(frozen: bool) -> None:
+    state = MetricsState()
+    state.request_finished(5, 7, ttft=0.01, e2e=0.1)
+    before = _both(state, frozen=frozen)
+    rows = renamed_metrics("vllm", before.names)
+    state.request_finished(4, 3, ttft=0.01, e2e=0.1)
+    state.prefix_lookup(4, hit=False)
+    stale = stale_old_names(before, _both(state, frozen=frozen), rows)
+    if not frozen:
+        assert stale == []
+        check_old_names_count_along(stale)
+        return
+    # the ITL histogram's count and sum, and the prefix-cache queries counter
+    assert 'vllm:time_per_output_token_seconds_count{model_name="m"} stayed at 0 while ' \
+           'vllm:inter_token_latency_seconds_count{model_name="m"} grew 1 -> 2' in stale
+    assert any(s.startswith("vllm:gpu_prefix_cache_queries_total") for s in stale)
+    assert len(stale) == 3, stale
+    assert not any("gpu_cache_usage_perc" in s for s in stale)  # a gauge is not judged
+    with pytest.raises(CheckFailed, match="series of deprecated metric names stood still"):
+        check_old_names_count_along(stale)
 
 
 def test_missing_essential_metric_fails() -> None:

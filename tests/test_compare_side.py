@@ -12,7 +12,7 @@ import pytest
 from pytest_inferaccept.compare.__main__ import main
 from pytest_inferaccept.compare.side import table
 from pytest_inferaccept.compare.side_findings import LABEL_MAX, finding_rows
-from pytest_inferaccept.report.model import load
+from pytest_inferaccept.model import load
 from tests._report_runs import Page
 from tests.test_report_schema import _minimal
 

@@ -16,6 +16,7 @@ FAULT_TABLE = [
     ("test_metrics", "metrics_invalid", "test_metrics_is_valid_prometheus_text", "failed"),
     ("test_metrics", "metrics_counter_reset", "test_metrics_counters_never_decrease", "failed"),
     ("test_metrics", "metrics_renamed", "test_metrics_expose_what_operators_rely_on", "failed"),
+    ("test_metrics", "metrics_old_names_frozen", "test_metrics_expose_what_operators_rely_on", "failed"),
 ]
 """(suite module, fault, check, outcome with the fault): 'warned' = passes with a warning."""
 SELECT = one_run_per_fault(((module, fault), check) for module, fault, check, _ in FAULT_TABLE)
@@ -49,3 +50,13 @@ def test_metrics_renamed_reports_renamed_and_missing_names(run_suite: RunSuite) 
                        select=SELECT["test_metrics", "metrics_renamed"], args=CAPS)
     assert "essential operator metric(s) missing" in faulty.failure(check), faulty.output[-3000:]
     assert "ttft (vllm:time_to_first_token_seconds)" in faulty.failure(check), faulty.output[-3000:]
+
+
+def test_old_names_served_beside_new_ones_pass_when_they_count_along(run_suite: RunSuite) -> None:
+    both = run_suite("test_metrics", args=CAPS, metrics_names="both")
+    assert set(both.outcomes.values()) == {"passed"}, both.output[-3000:]
+    assert "warning:" not in both.output, both.output[-3000:]
+    frozen = run_suite("test_metrics", faults=["metrics_old_names_frozen"],
+                       select=SELECT["test_metrics", "metrics_old_names_frozen"], args=CAPS)
+    failure = frozen.failure("test_metrics_expose_what_operators_rely_on")
+    assert "vllm:time_per_output_token_seconds_count" in failure and "stayed at 0" in failure, failure

@@ -333,19 +333,19 @@ def test_tools(http_client):
 
 
 def test_a_probe_that_failed_in_transport_is_not_kept(fake_server: FakeServer) -> None:
-    from pytest_inferaccept.session import AcceptanceSession
+    from pytest_inferaccept.run.session import AcceptanceSession
     from pytest_inferaccept.settings import Settings
 
     session = AcceptanceSession(Settings(server_url=fake_server.url), Path("."), lambda _: None)
-    session.server()
+    session.servers.server()
     real_port = fake_server.port
-    session._server = session._server.__class__(**{**session._server.__dict__,  # type: ignore[union-attr]
+    session.servers.current = session.servers.current.__class__(**{**session.servers.current.__dict__,  # type: ignore[union-attr]
                                                    "base_url": "http://127.0.0.1:9"})
-    first = session.probe("tools")
+    first = session.capabilities.probe("tools")
     assert first.status == "broken" and first.transient
-    session._server = session._server.__class__(**{**session._server.__dict__,  # type: ignore[union-attr]
+    session.servers.current = session.servers.current.__class__(**{**session.servers.current.__dict__,  # type: ignore[union-attr]
                                                    "base_url": f"http://127.0.0.1:{real_port}"})
-    assert session.probe("tools").status == "supported"
+    assert session.capabilities.probe("tools").status == "supported"
 
 
 def test_a_bad_environment_variable_only_matters_to_runs_that_target_a_server(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_inferaccept.header import header_lines
+from pytest_inferaccept.plugin.header import header_lines
 from pytest_inferaccept.scrub import Scrubber
 from pytest_inferaccept.settings import resolve
 

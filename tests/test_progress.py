@@ -59,7 +59,7 @@ def _slow_start(seconds: float) -> str:
 
 FAST_PROGRESS = """
 import pytest
-from pytest_inferaccept.keys import SESSION_KEY
+from pytest_inferaccept.plugin.keys import SESSION_KEY
 
 @pytest.hookimpl(trylast=True)  # after the plugin has made the session
 def pytest_configure(config):

@@ -11,8 +11,8 @@ import pytest
 from pytest_inferaccept.compare.diff import compare
 from pytest_inferaccept.compare.gate import unusable
 from pytest_inferaccept.compare.policy import GateSettings
+from pytest_inferaccept.model import SCHEMA_ID, load
 from pytest_inferaccept.report.html import render
-from pytest_inferaccept.report.model import SCHEMA_ID, load
 from tests._report_runs import Page
 
 SCRIPT = "<script>alert('answer')</script>"

@@ -18,9 +18,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pytest_inferaccept.model import load
 from pytest_inferaccept.report import capacity_view, charts, schema
 from pytest_inferaccept.report.html import render
-from pytest_inferaccept.report.model import load
 from pytest_inferaccept.report.words import NO_LOAD, answer, limitations
 from tests._report_runs import Page
 from tests.test_report_schema import _minimal
@@ -313,3 +313,22 @@ def test_capacity_levels_judged_on_the_point_estimate_are_a_limitation(document:
                     "there is weaker evidence."]
     document["conditions"]["settings"]["load"]["slo_judge"] = "interval"
     assert not [s for s in limitations(load(document)) if "point estimate" in s]
+
+
+def test_every_kind_the_scenarios_write_has_its_entry_and_each_reading_its_function() -> None:
+    from typing import get_args
+
+    from pytest_inferaccept.capacity.scenarios import Kind
+    from pytest_inferaccept.report.capacity_kinds import KINDS, Facts, Plot, Sentences
+    from pytest_inferaccept.report.capacity_view import PARTS
+    from pytest_inferaccept.report.charts import PLOTS
+    from pytest_inferaccept.report.words import CAPACITY_SENTENCES
+
+    package = Path(capacity_view.__file__).resolve().parent.parent
+    written = {kind for path in (package / "capacity").glob("*.py")
+               for kind in re.findall(r'\bkind="(\w+)"', path.read_text(encoding="utf-8"))}
+    assert len(written) >= 10, written  # the scan finds the scenarios
+    assert sorted((written | set(get_args(Kind))) - set(KINDS)) == []
+    assert set(CAPACITY_SENTENCES) == set(get_args(Sentences))
+    assert set(PARTS) == set(get_args(Facts))
+    assert set(PLOTS) == set(get_args(Plot))

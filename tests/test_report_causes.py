@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 
 from pytest_inferaccept.evidence import Exchange
+from pytest_inferaccept.model import load
 from pytest_inferaccept.outage import Cause, connection_failure
-from pytest_inferaccept.report.model import load
 from pytest_inferaccept.verdict import CheckOutcome, decide
 from tests._processes import FAKE_CMD
 from tests._report_runs import Page
@@ -236,5 +236,5 @@ def test_the_verdict_gives_each_cause_one_reason_ahead_of_the_other_failures() -
                   for i in range(3))]
     verdict = decide(outcomes, causes=["the server stopped answering during test t::0; ..."])
     assert verdict.status == "NO-GO"
-    assert verdict.reasons == ("the server stopped answering during test t::0; ...", "t::own failed: wrong")
+    assert verdict.reasons == ["the server stopped answering during test t::0; ...", "t::own failed: wrong"]
     assert verdict.counts == {"failed": 1, "error": 3}

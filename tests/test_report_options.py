@@ -70,7 +70,7 @@ def test_help_lists_both_options_and_their_ini_twins(pytester: pytest.Pytester) 
 
 
 def test_loading_the_plugin_imports_no_template_engine_model_library_or_plotting() -> None:
-    code = ("import sys, pytest_inferaccept.plugin, pytest_inferaccept.report.pytest_html; "
+    code = ("import sys, pytest_inferaccept.plugin, pytest_inferaccept.plugin.pytest_html; "
             "print(sorted(m for m in ('jinja2', 'pydantic', 'matplotlib', 'markupsafe') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

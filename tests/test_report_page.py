@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pytest_inferaccept.report.model import load
+from pytest_inferaccept.model import load
 from pytest_inferaccept.report.view import anchor
 from pytest_inferaccept.report.words import findings as findings_of
 from tests._report_runs import API_KEY, Page, ReportRun, report_run

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from pytest_inferaccept.model import load
 from pytest_inferaccept.report.html import render
-from pytest_inferaccept.report.model import load
 from pytest_inferaccept.report.view import anchor, build_page
 from pytest_inferaccept.report.words import failures, findings
 from tests._report_runs import Page

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from pytest_inferaccept.model import load
 from pytest_inferaccept.report import charts
 from pytest_inferaccept.report.html import render
-from pytest_inferaccept.report.model import load
 from pytest_inferaccept.report.units import fmt_limit, fmt_value, spec_label
 from pytest_inferaccept.report.words import NO_LOAD, answer, failures, limitations
 from tests._report_runs import Page

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_inferaccept.evidence import BODY_EXCERPT, Evidence, Exchange
-from pytest_inferaccept.scrub import Scrubber, secret_key_name, strip_userinfo
+from pytest_inferaccept.scrub import MASK, Scrubber, secret_key_name, strip_userinfo
 
 KEY = "sk-live-0123456789abcdefXYZ"
 
@@ -60,3 +60,15 @@ def test_a_key_across_the_excerpt_cut_does_not_survive_as_a_prefix() -> None:
 def test_credentials_are_stripped_from_a_url_for_display() -> None:
     assert strip_userinfo("http://u:p@h:1/v1") == "http://h:1/v1"
     assert strip_userinfo("http://h:1") == "http://h:1"
+
+
+def test_a_flag_or_a_figure_under_a_secret_looking_name_is_kept_and_a_string_is_masked() -> None:
+    scrubber = Scrubber(["sk-live-1234567890"])
+    data = {"api_key_set": True, "hf_token": "hf_abcdef", "auth_token": 12345,
+            "ttft_any_token": {"p95": 0.25, "n": 40, "access_token": "leaked"},
+            "note": "key sk-live-1234567890 seen"}
+    out = scrubber.data(data)
+    assert out["api_key_set"] is True  # says whether a key was given, not the key
+    assert out["hf_token"] == MASK and out["auth_token"] == MASK
+    assert out["ttft_any_token"] == {"p95": 0.25, "n": 40, "access_token": MASK}  # a latency summary
+    assert "sk-live" not in out["note"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_inferaccept.report.model import load
+from pytest_inferaccept.model import load
 from pytest_inferaccept.report.words import answer
 from tests._processes import fake_process
 

@@ -6,17 +6,22 @@ step row carries what failed, by kind (an `incomplete` answer split by what it l
 answer by its status, the other classes by name), and a judgement: the step is *failing* when
 the failures other than load shedding (HTTP 429 or 503, the graceful answer to overload) are
 conclusively a majority, i.e. the 95% Clopper-Pearson interval of their share lies wholly above
-one half, or every request failed. Nothing here imports pytest.
+one half, or every request failed. At a push's boundary, `classify` says whether the server shed
+load gracefully or how it failed instead. Nothing here imports pytest.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
+from statistics import median
+from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.load.records import HARNESS_ERROR
 from pytest_inferaccept.stats.percentiles import proportion_interval
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.run.load import LoadResult
 
 SHEDDING_STATUSES = frozenset({429, 503})
 """Error answers that are the graceful way to refuse load; never counted as a step failing."""
@@ -106,3 +111,48 @@ def incomplete_text(kinds: Mapping[str, int], measured: int) -> str:
         return _text(parts, total, measured)
     lacked = ", ".join(f"{n} {k[len(INCOMPLETE) + 1:]}" for k, n in parts.most_common())
     return f"{total} of {measured} answers were incomplete: {lacked}"
+
+
+def classify(result: LoadResult, alive: tuple[bool, str], request_timeout: float) -> dict[str, Any]:
+    """How the server failed at a push's boundary: graceful shedding, or not (and why).
+
+    An answer that came with HTTP 200 and then failed (incomplete, a stream cut) is named by
+    what went wrong, never as "answered HTTP 200"; an incomplete answer is never graceful.
+    """
+    failed = [r for r in result.records if not r.warmup and not r.ok]
+    statuses = Counter(r.status for r in failed if r.status is not None)
+    classes = Counter(r.error for r in failed if r.error)
+    shed = [r for r in failed if r.status in SHEDDING_STATUSES]
+    fast = median(r.e2e for r in shed) if shed else None
+    hung = [r for r in failed if r.e2e > request_timeout + 2]
+    problems = []
+    described = describe(result.records)
+    empty = incomplete_text(described["kinds"], described["measured"])
+    if empty:
+        problems.append(empty)
+    # Error answers by status; a 200 that failed afterwards is named by its class below.
+    bad_status = {s: n for s, n in statuses.items() if s >= 300 and s not in SHEDDING_STATUSES}
+    if bad_status:
+        problems.append("answered " + ", ".join(f"HTTP {s} ×{n}" for s, n in sorted(bad_status.items())))
+    for cls, n in classes.most_common():
+        if cls not in ("http_4xx", "http_5xx", INCOMPLETE, HARNESS_ERROR):
+            problems.append(f"{n} request(s) ended in {cls}")
+    if hung:
+        problems.append(f"{len(hung)} request(s) hung past the request timeout ({request_timeout:g} s)")
+    if not alive[0]:
+        problems.append(f"the server did not answer afterwards ({alive[1]})")
+    if fast is not None and fast > 1.0:
+        problems.append(f"rejections were slow (median {fast:.2f} s)")
+    retry_after = sum(1 for r in shed if r.retry_after)
+    return {
+        "failed": len(failed),
+        "statuses": {str(k): v for k, v in statuses.items()},
+        "error_classes": dict(classes),
+        "shed": len(shed),
+        "retry_after": retry_after,
+        "rejection_median_s": fast,
+        "alive_after": alive[0],
+        "alive_detail": alive[1],
+        "graceful": not problems and (bool(shed) or not failed),
+        "problems": problems,
+    }

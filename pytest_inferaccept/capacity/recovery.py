@@ -23,7 +23,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pytest_inferaccept.capacity.scenarios import Alive, CapacityResult, Measure, step_row
+from pytest_inferaccept.capacity.scenarios import (
+    Alive,
+    CapacityResult,
+    Judgement,
+    Measure,
+    Say,
+    conclude,
+    quiet,
+    step_row,
+)
 
 if TYPE_CHECKING:
     from pytest_inferaccept.run.load import LoadResult
@@ -49,7 +58,7 @@ def recovery(
     label: str,
     answer_within: float = 30.0,
     workload: Any = None,
-    say: Callable[[str], None] = lambda _: None,
+    say: Say = quiet,
 ) -> CapacityResult:
     """Kill and restart the server `kill_after` seconds into a `duration`-second load at `concurrency`.
 
@@ -171,46 +180,51 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
         findings.update(_traffic_lost(measured, at, load_t0=load_t0, killed_at=killed_at,
                                       answer_at=answer_at, down_until=box.get("down_until")))
     row["recovery"] = {k: findings[k] for k in ("killed_at_s", "ready_s", "first_good_answer_s")}
-    out = CapacityResult(
+    headline, judged = _verdict(findings, box, result, ready=ready_at is not None,
+                                answered=answer_at is not None, kill_after=kill_after,
+                                answer_within=answer_within, request_timeout=request_timeout,
+                                classes=classes, hung=len(hung))
+    return conclude(
         kind="recovery",
         label=label,
-        status="pass",
-        headline="",
         steps=[row],
-        findings=findings,
-        series=_timeline(measured, at, load_t0),
         params={"concurrency": concurrency, "duration_s": duration, "kill_after_s": kill_after,
                 "request_timeout_s": request_timeout, "answer_within_s": answer_within,
                 "poll_s": POLL_S, "hang_grace_s": HANG_GRACE_S},
+        headline=headline,
+        judged=judged,
+        findings=findings,
+        series=_timeline(measured, at, load_t0),
     )
-    if killed_at is None:
-        out.status = "invalid"
+
+
+def _verdict(findings: dict[str, Any], box: dict[str, Any], result: LoadResult, *, ready: bool,
+             answered: bool, kill_after: float, answer_within: float, request_timeout: float,
+             classes: Counter[str], hung: int) -> tuple[str, list[Judgement]]:
+    """The headline, and what fails the recovery (or makes it say nothing: no kill)."""
+    if findings["killed_at_s"] is None:
         why = (f"the server could not be killed: {box['restart_failed']}" if "restart_failed" in box
                else f"the load ended before the kill at {kill_after:g} s ({result.run.stopped_by})")
-        out.reasons.append(why)
-        out.headline = f"no recovery measured: {why}"
-        return out
-    lost = _lost_text(findings, classes, len(hung), request_timeout)
+        return f"no recovery measured: {why}", [("invalid", why)]
+    lost = _lost_text(findings, classes, hung, request_timeout)
     when = f"killed {findings['killed_at_s']:.1f} s into the load"
-    if ready_at is None:
-        out.status = "fail"
+    judged: list[Judgement] = []
+    if not ready:
         error = findings["restart_error"] or "not ready again"
-        out.reasons.append(error)
-        out.headline = f"{when}: {error}; {lost}"
-    elif answer_at is None:
-        out.status = "fail"
+        judged.append(("fail", error))
+        headline = f"{when}: {error}; {lost}"
+    elif not answered:
         why = (f"ready again {findings['ready_s']:.1f} s after the kill, but no good answer within "
                f"{answer_within:g} s (last seen: {findings['last_seen']})")
-        out.reasons.append(why)
-        out.headline = f"{when}: {why}; {lost}"
+        judged.append(("fail", why))
+        headline = f"{when}: {why}; {lost}"
     else:
-        out.headline = (f"{when}: ready again {findings['ready_s']:.1f} s after the kill, first good answer "
-                        f"after {findings['first_good_answer_s']:.1f} s; {lost}")
+        headline = (f"{when}: ready again {findings['ready_s']:.1f} s after the kill, first good answer "
+                    f"after {findings['first_good_answer_s']:.1f} s; {lost}")
     if hung:
-        out.status = "fail"
-        out.reasons.append(f"{len(hung)} request(s) hung past the request timeout ({request_timeout:g} s "
-                           f"+ {HANG_GRACE_S:g} s): the longest took {findings['longest_failed_s']:.1f} s")
-    return out
+        judged.append(("fail", f"{hung} request(s) hung past the request timeout ({request_timeout:g} s + "
+                               f"{HANG_GRACE_S:g} s): the longest took {findings['longest_failed_s']:.1f} s"))
+    return headline, judged
 
 
 def _traffic_lost(measured: list[Any], at: Callable[[int, float], float], *, load_t0: float,

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pytest_inferaccept.checks._base import fail, require
+from pytest_inferaccept.checks._base import is_int as _is_int
+from pytest_inferaccept.checks._base import show as _show
 from pytest_inferaccept.evidence import excerpt
 
 FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "tool_calls", "content_filter"})
 """The finish_reason values the contract allows (function_call is the deprecated spelling)."""
-
-
-def _show(value: object, limit: int = 400) -> str:
-    try:
-        return excerpt(json.dumps(value), limit)
-    except (TypeError, ValueError):
-        return excerpt(repr(value), limit)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_finish_reason(reason: object, where: str) -> None:

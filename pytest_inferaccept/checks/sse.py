@@ -97,6 +97,14 @@ def read_sse(byte_chunks: Iterable[bytes], clock: Any = time.monotonic) -> SseSt
     return SseStream(events=events, raw=bytes(raw), problems=problems)
 
 
+def data_texts(body: str | bytes) -> list[str]:
+    """The data of each event of a whole SSE body, framed as `read_sse` frames a live stream
+    (multi-line data joined, CR/LF endings, comments skipped); for callers that only need the
+    payloads of a body already read (probes, the robustness judge)."""
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    return [event.data for event in read_sse([raw]).events]
+
+
 def _line_end(buffer: bytes) -> tuple[int, int] | None:
     """Position and length-after of the first line ending (\\r\\n, \\n or \\r)."""
     for i, byte in enumerate(buffer):

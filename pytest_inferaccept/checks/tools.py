@@ -1,13 +1,18 @@
-"""Checks of tool calling: call shape, arguments as a JSON string that fits the schema, finish_reason."""
+"""Checks of tool calling: call shape, arguments as a JSON string that fits the schema, finish_reason,
+streamed call fragments, and the answers of an agent loop."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_inferaccept.checks._base import fail, require
 from pytest_inferaccept.checks.generation import ChatResult
+from pytest_inferaccept.checks.reasoning import check_no_leak, markers_in
+from pytest_inferaccept.checks.sse import assemble_content, assemble_tool_calls, read_sse
 from pytest_inferaccept.checks.structured import schema_errors
 from pytest_inferaccept.evidence import excerpt
 
@@ -25,12 +30,21 @@ def check_tool_calls(result: ChatResult, tools: Sequence[Mapping[str, Any]]) -> 
     """
     schemas = functions_of(tools)
     mode = "streamed" if result.streamed else "non-stream"
+    if result.streamed:
+        check_tool_call_deltas(result.chunks)
     out = []
     for i, call in enumerate(result.tool_calls):
         where = f"{mode} tool_calls[{i}]"
         shown = excerpt(json.dumps(call), 500)
         if not isinstance(call, dict):
             fail(f"{where} is not an object", shown)
+        fn_seen = call.get("function")
+        for part in ("name", "arguments"):
+            value = fn_seen.get(part) if isinstance(fn_seen, dict) else None
+            found = markers_in(value if isinstance(value, str) else json.dumps(value))
+            require(not found, f"{where}.function.{part} {excerpt(str(value), 80)!r} holds the model syntax "
+                    f"{', '.join(found)}, which the server's parser should have stripped (vLLM #32587)",
+                    shown)
         require(isinstance(call.get("id"), str) and call["id"], f"{where} has no id", shown)
         require(call.get("type") == "function", f"{where}.type is {call.get('type')!r}, expected 'function'",
                 shown)
@@ -67,3 +81,118 @@ def require_calls(result: ChatResult, situation: str) -> None:
     """At least one tool call must be present."""
     require(result.tool_calls, f"no tool call {situation}",
             f"{result.describe()}\nmessage: {excerpt(json.dumps(result.message), 400)}")
+
+
+def check_tool_call_deltas(chunks: Sequence[Mapping[str, Any]], choice_index: int = 0) -> None:
+    """Streamed tool-call fragments: one `index` per call (a second id under an index is a second
+    call sharing it), `id`, `type: function` and the function name once per call, in its first
+    fragment; later fragments only add arguments."""
+    starts: dict[int, list[Mapping[str, Any]]] = {}
+    names: dict[int, list[str]] = {}
+    typed: set[int] = set()
+    for chunk in chunks:
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != choice_index:
+                continue
+            for frag in (choice.get("delta") or {}).get("tool_calls") or []:
+                idx = frag.get("index") if isinstance(frag, dict) else None
+                if not isinstance(idx, int):
+                    fail("a streamed tool-call fragment has no integer index", excerpt(json.dumps(frag), 300))
+                if frag.get("id"):
+                    starts.setdefault(idx, []).append(frag)
+                fn = frag.get("function") if isinstance(frag.get("function"), dict) else {}
+                if fn.get("name"):
+                    names.setdefault(idx, []).append(str(fn["name"]))
+                if frag.get("type") == "function":
+                    typed.add(idx)
+    for idx, firsts in sorted(starts.items()):
+        ids = list(dict.fromkeys(str(f["id"]) for f in firsts))
+        if len(ids) > 1:
+            fail(f"{len(ids)} streamed tool calls share index {idx} (ids {', '.join(ids)}): a client "
+                 "merges them into one call with a concatenated name and arguments (Ollama #15457, SGLang "
+                 "#6310)", excerpt("\n".join(json.dumps(f) for f in firsts), 600))
+    for idx, seen in sorted(names.items()):
+        if len(seen) > 1:
+            fail(f"the function name of streamed tool call {idx} arrives in {len(seen)} fragments "
+                 f"({', '.join(repr(n) for n in seen)}): a client that appends fragments calls "
+                 f"{''.join(seen)!r} (vLLM #14951)", "the name belongs in the call's first fragment only")
+    for idx in sorted(set(starts) | set(names)):
+        require(idx in typed, f"streamed tool call {idx} never says type: 'function' (its first fragment "
+                "carries no type)", excerpt("\n".join(json.dumps(f) for f in starts.get(idx, [])), 400))
+
+
+def check_follow_up(result: ChatResult, round_no: int, rounds: int) -> str:
+    """The answer to a tool result is not empty: text, or another tool call (the agent loop goes on).
+    An empty answer cut by the token limit (`length`) is not judged empty: it was cut, and says so.
+
+    Returns what the answer was: "text", "tool calls" or "cut".
+    """
+    mode = "streamed" if result.streamed else "non-stream"
+    check_no_leak(result, f"to tool result {round_no} of {rounds}")
+    check_finish_reason(result, ["stop", "length", "tool_calls"], f"after tool result {round_no} of {rounds}")
+    if result.tool_calls:
+        return "tool calls"
+    if result.text.strip():
+        return "text"
+    content = result.message.get("content")
+    if result.finish_reason == "length":
+        return "cut"
+    fail(f"round {round_no} of {rounds}: the {mode} answer to the tool result is empty (content {content!r}, "
+         f"no tool calls, finish_reason {result.finish_reason!r}): the agent shows its user nothing",
+         "empty follow-ups after tool results were reported on vLLM and SGLang (about 87% of later rounds "
+         f"in one report)\n{result.describe()}")
+
+
+@dataclass(frozen=True)
+class BoundedRead:
+    """What a read capped in bytes and time got from one stream."""
+
+    raw: bytes
+    seconds: float
+    cut: str | None
+    """Why the read stopped before the stream ended (None when the server ended it)."""
+
+
+def read_bounded(byte_chunks: Iterable[bytes], *, max_bytes: int, seconds: float,
+                 clock: Callable[[], float] = time.monotonic) -> BoundedRead:
+    """Read a stream until it ends, `max_bytes` have come, or `seconds` have passed."""
+    start = clock()
+    raw = bytearray()
+    for piece in byte_chunks:
+        raw.extend(piece)
+        took = clock() - start
+        if len(raw) > max_bytes:
+            return BoundedRead(bytes(raw), took, f"{len(raw)} bytes in {took:.1f} s and still streaming "
+                               f"(read capped at {max_bytes} bytes)")
+        if took > seconds:
+            return BoundedRead(bytes(raw), took, f"still streaming after {took:.1f} s ({len(raw)} bytes)")
+    return BoundedRead(bytes(raw), clock() - start, None)
+
+
+def check_stream_ends_within(read: BoundedRead, limit: int, situation: str) -> ChatResult:
+    """A stream under max_tokens=`limit` ends by itself, with finish_reason tool_calls or length and at
+    most `limit` completion tokens when it reports usage. Returns the stream as a ChatResult."""
+    shown = excerpt(read.raw.decode("utf-8", "replace")[-1500:], 1500)
+    if read.cut is not None:
+        fail(f"{situation} with max_tokens={limit}, the stream did not end: {read.cut} (SGLang #13514)",
+             f"last bytes read:\n{shown}")
+    stream = read_sse([read.raw])
+    chunks = stream.chunks()
+    finish = None
+    usage = None
+    for chunk in chunks:
+        for choice in chunk.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0 and choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+    text = assemble_content(chunks).get(0, "")
+    message = {"role": "assistant", "content": text, "tool_calls": assemble_tool_calls(chunks)}
+    result = ChatResult(text=text, finish_reason=finish, usage=usage, message=message, streamed=True,
+                        raw=read.raw.decode("utf-8", "replace"), chunks=chunks)
+    check_finish_reason(result, ["tool_calls", "length"], f"{situation} with max_tokens={limit}")
+    used = (usage or {}).get("completion_tokens")
+    if isinstance(used, int) and not isinstance(used, bool):
+        require(used <= limit, f"{situation}, the stream reports {used} completion tokens, more than "
+                f"max_tokens={limit}", shown)
+    return result

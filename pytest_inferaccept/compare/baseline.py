@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_inferaccept.report.model import SCHEMA_ID, RunDocument
+from pytest_inferaccept.model import SCHEMA_ID, RunDocument
 
 
 class BaselineError(ValueError):
@@ -48,7 +48,7 @@ def parse_document(text: str, name: str) -> RunDocument:
                             f"expected {SCHEMA_ID!r})")
     from pydantic import ValidationError
 
-    from pytest_inferaccept.report.model import load
+    from pytest_inferaccept.model import load
 
     try:
         return load(data)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_inferaccept.report.model import RunDocument
+from pytest_inferaccept.model import LoadSettings, RunBody
 
 Effect = Literal["untrusted", "flagged"]
 
@@ -32,11 +32,10 @@ class Difference:
                 "effect": self.effect}
 
 
-def conditions_of(doc: RunDocument) -> dict[str, tuple[str, Any, Effect]]:
+def conditions_of(doc: RunBody) -> dict[str, tuple[str, Any, Effect]]:
     """The conditions of one run: key -> (label, value, what a difference means)."""
     cond = doc.conditions
-    # `load` is a field of the settings model (not an extra key): model_extra never holds it.
-    load = cond.settings.load if isinstance(cond.settings.load, dict) else {}
+    load = cond.settings.load or LoadSettings()
     server = doc.server
     out: dict[str, tuple[str, Any, Effect]] = {
         "model": ("model", server.model if server else cond.settings.model, "untrusted"),
@@ -45,17 +44,17 @@ def conditions_of(doc: RunDocument) -> dict[str, tuple[str, Any, Effect]]:
         "client_platform": ("client platform", cond.client_platform, "flagged"),
         "cpu_count": ("client CPU count", cond.cpu_count, "flagged"),
         "server_preset": ("server preset", cond.settings.server_preset, "flagged"),
-        "slo": ("SLO profile", load.get("slo"), "flagged"),
-        "slo_judge": ("SLO judged on", load.get("slo_judge"), "flagged"),
-        "load": ("bundled load settings", {k: load.get(k) for k in ("concurrency", "requests", "duration",
-                                                                    "workers")}, "flagged"),
+        "slo": ("SLO profile", load.slo, "flagged"),
+        "slo_judge": ("SLO judged on", load.slo_judge, "flagged"),
+        "load": ("bundled load settings", {"concurrency": load.concurrency, "requests": load.requests,
+                                           "duration": load.duration, "workers": load.workers}, "flagged"),
     }
     for key, value in cond.declared.items():
         out[f"declared.{key}"] = (f"declared condition {key}", value, "untrusted")
     return out
 
 
-def differences(old: RunDocument, new: RunDocument) -> list[Difference]:
+def differences(old: RunBody, new: RunBody) -> list[Difference]:
     """Every condition whose value differs (a declared condition present in one run only included)."""
     before, after = conditions_of(old), conditions_of(new)
     out = []

@@ -12,7 +12,7 @@ from pytest_inferaccept.compare.figures import LoadFigures, load_runs, unit_of
 from pytest_inferaccept.compare.policy import GateSettings
 from pytest_inferaccept.compare.rules import judge, relative
 from pytest_inferaccept.expectations import check_id
-from pytest_inferaccept.report.model import RunDocument
+from pytest_inferaccept.model import RunBody, RunDocument
 
 GOOD = ("passed", "xfailed")
 BAD = ("failed", "error")
@@ -44,6 +44,9 @@ class Comparison:
         out = [f"since the baseline: {c.detail}" for c in self.changes if c.status == "untrusted"]
         out += [f"since the baseline: {c.detail}" for c in self.changes
                 if c.kind in ("answer", "embedding") and c.status == "changed" and "drifted" in c.detail]
+        # A metric renamed or deprecated: still served, but a dashboard on the old name must move.
+        out += [f"since the baseline: {c.detail}" for c in self.changes
+                if c.kind == "operator_metric" and c.status == "changed"]
         if self.untrusted:
             out.append("the baseline's figures are not comparable: " + "; ".join(self.untrusted))
         return out
@@ -69,7 +72,7 @@ def describe_run(doc: RunDocument, path: str | None) -> dict[str, Any]:
             "server_version": extras.server_version(server.version_info) if server else None}
 
 
-def compare(old: RunDocument, new: RunDocument, gate: GateSettings, path: str | None = None) -> Comparison:
+def compare(old: RunDocument, new: RunBody, gate: GateSettings, path: str | None = None) -> Comparison:
     """Compare a run (new) with its baseline (old)."""
     result = Comparison(gate=gate, baseline=describe_run(old, path))
     result.conditions = differences(old, new)
@@ -85,7 +88,7 @@ def compare(old: RunDocument, new: RunDocument, gate: GateSettings, path: str | 
     return result
 
 
-def _capabilities(old: RunDocument, new: RunDocument) -> list[Change]:
+def _capabilities(old: RunBody, new: RunBody) -> list[Change]:
     out = []
     for name, before in old.capabilities.items():
         after = new.capabilities.get(name)
@@ -110,7 +113,7 @@ def _capabilities(old: RunDocument, new: RunDocument) -> list[Change]:
     return out
 
 
-def _checks(old: RunDocument, new: RunDocument) -> list[Change]:
+def _checks(old: RunBody, new: RunBody) -> list[Change]:
     before = {check_id(t.nodeid): t for t in old.tests}
     out = []
     for test in new.tests:
@@ -133,7 +136,7 @@ def _checks(old: RunDocument, new: RunDocument) -> list[Change]:
     return out
 
 
-def _figures(old: RunDocument, new: RunDocument, gate: GateSettings, untrusted: list[str]) -> list[Change]:
+def _figures(old: RunBody, new: RunBody, gate: GateSettings, untrusted: list[str]) -> list[Change]:
     before = load_runs(old)
     after = load_runs(new)
     out = []

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_inferaccept.compare.policy import LATENCIES, STATS
 from pytest_inferaccept.expectations import check_id
-from pytest_inferaccept.report.model import LoadResult, RunDocument
+from pytest_inferaccept.model import Estimate, LoadResult, LoadSelfcheck, RunBody
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,61 +62,63 @@ class LoadFigures:
     figures: dict[str, Figure]
 
 
-def _estimate(raw: Any) -> Figure | None:
-    if isinstance(raw, dict) and raw.get("censored"):
+def _estimate(given: Estimate | Mapping[str, Any] | None) -> Figure | None:
+    """The figure of an estimate (typed, or as the document writes it); None when it has no value."""
+    if given is None:
+        return None
+    est = given if isinstance(given, Estimate) else Estimate.model_validate(given)
+    low = None if est.low is None else float(est.low)
+    if est.censored:
         # the figure falls on failed requests (slower than any limit): infinite, never dropped, so
         # a baseline comparison sees the regression instead of losing the figure
-        low = raw.get("low")
-        return Figure(value=math.inf, low=float(low) if isinstance(low, (int, float)) else math.inf,
-                      high=math.inf, n=raw.get("n") if isinstance(raw.get("n"), int) else None)
-    if not isinstance(raw, dict) or not isinstance(raw.get("value"), (int, float)):
+        return Figure(value=math.inf, low=math.inf if low is None else low, high=math.inf, n=est.n)
+    if est.value is None:
         return None
-    low, high = raw.get("low"), raw.get("high")
-    return Figure(value=float(raw["value"]), low=float(low) if isinstance(low, (int, float)) else None,
-                  high=float(high) if isinstance(high, (int, float)) else None,
-                  n=raw.get("n") if isinstance(raw.get("n"), int) else None)
+    high = None if est.high is None else float(est.high)
+    return Figure(value=float(est.value), low=low, high=high, n=est.n)
 
 
 def figures_of(load: LoadResult) -> dict[str, Figure]:
     """Every comparable figure of one load run."""
     summary = load.summary
     out: dict[str, Figure] = {}
-    metrics = summary.get("metrics") or {}
     for metric in LATENCIES:
+        latency = summary.latency(metric)
         for stat in STATS:
-            est = _estimate((metrics.get(metric) or {}).get(stat))
+            est = _estimate(latency.stat(stat) if latency is not None else None)
             if est is not None:
                 out[f"{metric}_{stat}"] = est
-    for key, field in (("throughput", "throughput_tokens_per_s"), ("request_rate", "request_rate_per_s")):
-        if isinstance(summary.get(field), (int, float)):
-            out[key] = Figure(value=float(summary[field]))
-    err = _estimate(summary.get("error_rate"))
+    for key, value in (("throughput", summary.throughput_tokens_per_s),
+                       ("request_rate", summary.request_rate_per_s)):
+        if value is not None:
+            out[key] = Figure(value=float(value))
+    err = _estimate(summary.error_rate)
     if err is not None:
         out["error_rate"] = err
-    good = _estimate((summary.get("goodput") or {}).get("fraction"))
+    good = _estimate(summary.goodput.fraction if summary.goodput is not None else None)
     if good is not None:
         out["goodput"] = good
     return out
 
 
-def load_runs(document: RunDocument) -> dict[str, LoadFigures]:
+def load_runs(document: RunBody) -> dict[str, LoadFigures]:
     """Every load run of a document, keyed by where it ran (test and label, or position)."""
     out: dict[str, LoadFigures] = {}
     for test in document.tests:
         for index, load in enumerate(test.load):
-            label = getattr(load, "label", None)
+            label = load.label
             where = check_id(test.nodeid)
             if len(test.load) > 1:
                 shown = label if label and label != test.nodeid else f"run {index + 1}"
                 where += f" [{shown}]"
-            limits = getattr(load, "slo_limits", None)
-            out[where] = LoadFigures(where=where, spec=dict(load.spec),
+            # the ask as the document wrote it: two runs compare only where every key agrees
+            out[where] = LoadFigures(where=where, spec=load.spec.model_dump(exclude_unset=True),
                                      client_bound=_client_bound(load.selfcheck),
-                                     slo_limits=dict(limits) if isinstance(limits, dict) else {},
+                                     slo_limits=dict(load.slo_limits or {}),
                                      figures=figures_of(load))
     return out
 
 
-def _client_bound(selfcheck: dict[str, Any]) -> bool:
+def _client_bound(selfcheck: LoadSelfcheck) -> bool:
     """True when the client limited the run and the team did not accept that (--client-check warn)."""
-    return bool(selfcheck.get("client_bound")) and selfcheck.get("client_check") != "warn"
+    return bool(selfcheck.client_bound) and selfcheck.client_check != "warn"

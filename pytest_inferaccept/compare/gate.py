@@ -17,14 +17,14 @@ def unusable(path: Path, message: str, gate: GateSettings) -> dict[str, Any]:
 
 def compare_with_baseline(document: dict[str, Any], gate: GateSettings) -> tuple[dict[str, Any], list[str],
                                                                               list[str], str | None]:
-    """Compare a results document with the baseline file.
+    """Compare a run's document (its body: no verdict yet) with the baseline file.
 
     Returns the `baseline` section, the verdict's regressions, its warnings, and a problem (the
     baseline could not be used: the run's verdict becomes INVALID, its results are still written).
     """
     from pytest_inferaccept.compare.baseline import BaselineError, read_document
     from pytest_inferaccept.compare.diff import compare
-    from pytest_inferaccept.report.model import load
+    from pytest_inferaccept.model import load_body
 
     path = gate.baseline_path
     if path is None:
@@ -37,7 +37,7 @@ def compare_with_baseline(document: dict[str, Any], gate: GateSettings) -> tuple
     from pydantic import ValidationError
 
     try:
-        new = load(document)
+        new = load_body(document)
     except ValidationError as exc:  # a bug, not the user's: say so rather than lose the run
         problem = f"the baseline could not be compared: this run's own results do not validate ({exc})"
         return unusable(path, problem, gate), [], [], problem

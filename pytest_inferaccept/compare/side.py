@@ -15,7 +15,7 @@ from pytest_inferaccept.compare.extras import server_version
 from pytest_inferaccept.compare.figures import load_runs, unit_of
 from pytest_inferaccept.compare.side_findings import CAUSE_AREA, cause_cells, finding_rows
 from pytest_inferaccept.expectations import check_id
-from pytest_inferaccept.report.model import RunDocument
+from pytest_inferaccept.model import RunDocument
 
 SHOWN_FIGURES = ("ttft_p95", "tpot_p95", "e2e_p95", "throughput", "request_rate", "error_rate", "goodput")
 Row = tuple[str, list[str]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_inferaccept.capabilities import CAPABILITIES
-from pytest_inferaccept.report.model import CheckResult, RunDocument
+from pytest_inferaccept.model import CheckResult, RunDocument
 from pytest_inferaccept.report.words import Finding, finding_key, findings, first_line, short_name
 
 LABEL_MAX = 44

@@ -27,8 +27,8 @@ from pytest_inferaccept.compare.side_findings import (
     cause_lines,
     finding_rows,
 )
+from pytest_inferaccept.model import RunDocument
 from pytest_inferaccept.report.html import environment, mask_printed, page_css, write_page
-from pytest_inferaccept.report.model import RunDocument
 from pytest_inferaccept.report.words import findings
 from pytest_inferaccept.scrub import Scrubber, strip_userinfo
 

@@ -7,7 +7,7 @@ import asyncio
 import signal
 import sys
 
-from pytest_inferaccept.fake.config import OVERLOAD_STATUSES, FakeConfig
+from pytest_inferaccept.fake.config import METRICS_NAMES, OVERLOAD_STATUSES, REASONING_FIELDS, FakeConfig
 from pytest_inferaccept.fake.faults import FAULTS, validate_faults
 
 
@@ -17,7 +17,13 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Fake OpenAI-compatible server for tests.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--model", default="fake-chat")
+    parser.add_argument("--model", default=None, help="the chat model (default fake-chat)")
+    parser.add_argument("--served-models", default=None, metavar="A,B,C",
+                        help="the chat models /v1/models lists and the fake answers; the first is the "
+                             "model (default: --model alone)")
+    parser.add_argument("--unservable-model", default=None, metavar="NAME",
+                        help="a listed chat model whose requests get 404 model_not_found (a gateway "
+                             "listing a model whose backend is missing)")
     parser.add_argument("--embedding-model", default="fake-embed")
     parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
     parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
@@ -64,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     capacity.add_argument("--prefix-cache", action="store_true",
                           help="a chat prompt whose first 200 characters were seen before skips 80%% "
                                "of its prefill time; exposes vllm:prefix_cache_{queries,hits}_total")
+    parser.add_argument("--metrics-names", choices=METRICS_NAMES, default="new",
+                        help="the names of the metrics vLLM renamed: new (vllm:kv_cache_usage_perc, ...; "
+                             "vLLM 0.12 on), old (vllm:gpu_cache_usage_perc, ...; before 0.10) or both "
+                             "(the deprecation window); default new")
     verdict = parser.add_argument_group(
         "verdict knobs", "a known share of requests slow, failed or thinking first (all off by default); "
                          "a share is spread evenly over chat and completions requests")
@@ -79,10 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     verdict.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
                          help="chat answers first stream N reasoning tokens (delta.reasoning_content), "
                               "counted in usage.completion_tokens and within max_tokens")
+    verdict.add_argument("--reasoning-field", default="reasoning_content", choices=REASONING_FIELDS,
+                         help="the field reasoning text travels in: reasoning_content (default), "
+                              "reasoning (vLLM's newer name) or both")
     args = parser.parse_args(argv)
+    served = tuple(m.strip() for m in (args.served_models or "").split(",") if m.strip())
+    if args.served_models is not None and not served:
+        parser.error("--served-models needs at least one model name")
+    if served and args.model is not None and args.model != served[0]:
+        parser.error(f"--model {args.model} is not the first of --served-models ({served[0]})")
+    model = served[0] if served else (args.model or "fake-chat")
     try:
         faults = validate_faults(args.fault)
-        config = FakeConfig(model=args.model, embedding_model=args.embedding_model, ttft=args.ttft,
+        config = FakeConfig(model=model, served_models=served, unservable_model=args.unservable_model,
+                            embedding_model=args.embedding_model, ttft=args.ttft,
                             itl=args.itl, slots=args.slots, api_key=args.api_key, faults=faults,
                             exit_after=args.exit_after, timing_log=args.timing_log,
                             batch_slowdown=args.batch_slowdown, latency_creep=args.latency_creep,
@@ -93,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                             prefill_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache,
                             slow_fraction=args.slow_fraction, slow_ttft=args.slow_ttft,
                             error_fraction=args.error_fraction, error_status=args.error_status,
-                            reasoning_tokens=args.reasoning_tokens)
+                            reasoning_tokens=args.reasoning_tokens, metrics_names=args.metrics_names,
+                            reasoning_field=args.reasoning_field)
     except ValueError as exc:
         parser.error(str(exc))
     asyncio.run(_serve(config, args.host, args.port, args.startup_delay))

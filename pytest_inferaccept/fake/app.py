@@ -16,9 +16,11 @@ from typing import Any
 
 from aiohttp import web
 
-from pytest_inferaccept.fake import conformance, generation, hostile, textgen, traffic, validation
+from pytest_inferaccept.fake import conformance, generation, hostile, messages, textgen, traffic, validation
 from pytest_inferaccept.fake.config import FakeConfig
+from pytest_inferaccept.fake.messages import create_message
 from pytest_inferaccept.fake.metrics import MetricsState
+from pytest_inferaccept.fake.responses import responses_handler
 from pytest_inferaccept.fake.timing import StreamMarks, TimingLog, clock
 from pytest_inferaccept.fake.validation import ApiError
 
@@ -95,6 +97,7 @@ class State:
 
 
 STATE_KEY = web.AppKey("state", State)
+CONFIG_KEY = messages.CONFIG_KEY
 
 
 def _error(err: ApiError) -> web.Response:
@@ -155,7 +158,7 @@ async def models(request: web.Request) -> web.Response:
     """GET /v1/models."""
     state = _state(request)
     cfg = state.config
-    ids = [cfg.model, cfg.embedding_model]
+    ids = [*cfg.chat_models, cfg.embedding_model]
     if "models_missing_served" in cfg.faults:
         ids = ["some-other-model"]
     data = [{"id": i, "object": "model", "created": state.started, "owned_by": "fake"} for i in ids]
@@ -177,12 +180,13 @@ async def metrics(request: web.Request) -> web.Response:
     text = state.metrics.render(cfg.model, reset="metrics_counter_reset" in faults, kv_usage=state.kv_usage(),
                                 memory_growth=cfg.memory_growth, prefix_cache=cfg.prefix_cache,
                                 cache_fill=cfg.cache_fill, cache_fill_requests=cfg.cache_fill_requests)
-    text = conformance.metrics_text(text, faults)
+    text = conformance.metrics_text(text, faults, cfg.metrics_names)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
 def _served(cfg: FakeConfig) -> tuple[str, ...]:
-    return (cfg.model,)
+    # An unservable model is listed but refused like an unknown one: 404 model_not_found.
+    return cfg.answered_models
 
 
 def _response_model(cfg: FakeConfig) -> str:
@@ -310,7 +314,7 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
         return early
     body = generation.request_faults(body, cfg.faults)
     choices, prompt_tokens = _plan_chat(state, body)
-    generation.choice_faults(choices, cfg.faults)
+    generation.choice_faults(choices, cfg.faults, body)
     if "empty_under_concurrency" in cfg.faults and await traffic.crowded(flight):
         return await _empty_chat(request, state, body, prompt_tokens)
     if state.overloaded():
@@ -341,7 +345,7 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
             message: dict[str, Any] = {"role": "assistant",
                                        "content": None if c.tool_calls else c.text}
             if c.reasoning:
-                message["reasoning_content"] = "".join(c.reasoning)
+                message.update(generation.reasoning_fields(cfg.reasoning_field, "".join(c.reasoning)))
             if c.tool_calls:
                 message["tool_calls"] = c.tool_calls
                 if "tool_args_object" in cfg.faults:
@@ -479,7 +483,7 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
         gen.progress(step + 1, steps)
         for c in choices:
             thinking = step < len(c.reasoning)  # reasoning tokens come first, one per chunk
-            delta = ({"reasoning_content": c.reasoning[step]} if thinking
+            delta = (generation.reasoning_fields(cfg.reasoning_field, c.reasoning[step]) if thinking
                      else _stream_delta(c, step - len(c.reasoning)))
             if delta is None:
                 continue
@@ -490,6 +494,8 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
                 entry["logprobs"] = {"content": [lp["content"][step - len(c.reasoning)]], "refusal": None}
             _mark(marks, "content" if "content" in delta else "other")
             await _send(resp, chunk([entry]))
+    if generation.runs_away(body, cfg.faults):
+        await conformance.run_away(resp, chunk, choices[0].tool_calls, state.token_delay)
     for c in choices:
         _mark(marks, "other")
         await _send(resp, chunk([{"index": c.index, "delta": {}, "logprobs": None,
@@ -655,6 +661,7 @@ def make_app(config: FakeConfig) -> web.Application:
     """Build the aiohttp application for one fake server."""
     app = web.Application(middlewares=[_middleware], client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = State(config)
+    app[CONFIG_KEY] = config
     app.on_cleanup.append(_close_timing)
     app.router.add_get("/health", health)
     app.router.add_get("/version", version)
@@ -664,6 +671,8 @@ def make_app(config: FakeConfig) -> web.Application:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_post("/v1/responses", responses_handler(STATE_KEY, _slot, _sleep_generation))
+    app.router.add_post("/v1/messages", create_message)
     return app
 
 

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 
 OVERLOAD_STATUSES: tuple[int, ...] = (429, 503, 500)
 """The statuses an overloaded fake may answer with (`FakeConfig.overload_status`)."""
+REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "reasoning", "both")
+"""Where the fake puts its reasoning text (`FakeConfig.reasoning_field`)."""
+METRICS_NAMES: tuple[str, ...] = ("new", "old", "both")
+"""Which of vLLM's renamed metric names /metrics serves (`FakeConfig.metrics_names`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -13,6 +17,11 @@ class FakeConfig:
     """How the fake server behaves; every field has a correct, fast default."""
 
     model: str = "fake-chat"
+    served_models: tuple[str, ...] = ()
+    """More chat models /v1/models lists and the fake answers, beside `model` (a gateway's list)."""
+    unservable_model: str | None = None
+    """A listed chat model whose requests are answered 404 model_not_found (a gateway whose backend
+    for it is missing); None: every listed model is served."""
     embedding_model: str = "fake-embed"
     embedding_dim: int = 16
     ttft: float = 0.0
@@ -64,6 +73,11 @@ class FakeConfig:
     prefix_cache: bool = False
     """Remember the first 200 characters of each chat prompt; a repeat skips 80 % of its prefill
     (`prefill_per_token`) time, and the prefix-cache counters are exposed."""
+    metrics_names: str = "new"
+    """The names /metrics gives the metrics vLLM renamed (KV-cache usage, prefix-cache counters, ITL):
+    "new" (vLLM 0.12 and later: vllm:kv_cache_usage_perc, vllm:prefix_cache_queries_total, ...),
+    "old" (before 0.10: vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_queries_total,
+    vllm:time_per_output_token_seconds) or "both" (the deprecation window: each under both names)."""
     # Verdict knobs: a known share of requests slow, failed, or thinking first. Each share is spread
     # evenly by a counter of chat and legacy completions requests (see fake/traffic.py), so 100
     # requests with a fraction of 0.3 hold exactly 30 of them.
@@ -79,6 +93,11 @@ class FakeConfig:
     """Chat text answers first produce this many reasoning tokens (streamed as
     delta.reasoning_content, one per chunk, paced like content; counted in usage.completion_tokens
     and usage.completion_tokens_details.reasoning_tokens, and within max_tokens)."""
+    reasoning_field: str = "reasoning_content"
+    """The field the reasoning text travels in, in messages and stream deltas: reasoning_content (the
+    older name: DeepSeek, llama.cpp, SGLang, vLLM before late 2025), reasoning (vLLM's newer name) or
+    both (vLLM while renaming). A server setting, not a fault: which one a client misses depends on
+    the name the client reads."""
 
     def __post_init__(self) -> None:
         if self.overload_status not in OVERLOAD_STATUSES:
@@ -101,5 +120,24 @@ class FakeConfig:
                 raise ValueError(f"{name} must be between 0 and 1, not {getattr(self, name)}")
         if self.slow_fraction and not self.slow_ttft:
             raise ValueError("slow_fraction needs slow_ttft > 0 (it says how slow a slow request is)")
+        if self.metrics_names not in METRICS_NAMES:
+            raise ValueError(f"metrics_names must be one of {', '.join(METRICS_NAMES)}, "
+                             f"not {self.metrics_names!r}")
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise ValueError(f"reasoning_field must be one of {', '.join(REASONING_FIELDS)}, "
+                             f"not {self.reasoning_field!r}")
+        if self.unservable_model is not None and self.unservable_model not in self.chat_models:
+            raise ValueError(f"unservable_model {self.unservable_model!r} is not a listed chat model "
+                             f"({', '.join(self.chat_models)})")
         if not 400 <= self.error_status <= 599:
             raise ValueError(f"error_status must be an HTTP error status (400-599), not {self.error_status}")
+
+    @property
+    def chat_models(self) -> tuple[str, ...]:
+        """The chat models /v1/models lists: `model` first, then `served_models`."""
+        return tuple(dict.fromkeys((self.model, *self.served_models)))
+
+    @property
+    def answered_models(self) -> tuple[str, ...]:
+        """The chat models requests may name: the listed ones, less `unservable_model`."""
+        return tuple(m for m in self.chat_models if m != self.unservable_model)

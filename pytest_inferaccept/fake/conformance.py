@@ -6,12 +6,15 @@ a real server once got it wrong. Without faults every function returns its input
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
+
+from pytest_inferaccept.fake.metrics import vllm_names
 
 Payload = dict[str, Any] | str
 
@@ -32,8 +35,8 @@ _RENAMES: tuple[tuple[str, str], ...] = (
 )
 
 
-def metrics_text(text: str, faults: frozenset[str]) -> str:
-    """The /metrics exposition text."""
+def metrics_text(text: str, faults: frozenset[str], names: str = "new") -> str:
+    """The /metrics exposition text, with vLLM's renamed metrics under the `names` asked for."""
     if "metrics_renamed" in faults:
         for new, old in _RENAMES:
             text = text.replace(new, old)
@@ -42,7 +45,9 @@ def metrics_text(text: str, faults: frozenset[str]) -> str:
                  'vllm:time_per_output_token_seconds_bucket{le="+Inf"} 0\n'
                  "vllm:time_per_output_token_seconds_count 0\n"
                  "vllm:time_per_output_token_seconds_sum 0.0\n")
-    return text
+    if "metrics_old_names_frozen" in faults:
+        return vllm_names(text, "both", frozen_old=True)
+    return vllm_names(text, names)
 
 
 def chat_response(payload: dict[str, Any], faults: frozenset[str]) -> dict[str, Any]:
@@ -91,6 +96,8 @@ class StreamShaper:
         self.content_chunks = 0
         self.dropped_text = False
         self.broken = False
+        self.tool_names: dict[int, str] = {}
+        """The function name of each streamed tool call, by its index (for stream_tool_name_repeated)."""
 
     def __call__(self, payload: Payload) -> list[Payload]:
         """The events to send instead of `payload` (none, one or several)."""
@@ -127,6 +134,8 @@ class StreamShaper:
                 choice["index"] = 0
             if "finish_reason_invalid" in faults and choice.get("finish_reason") in ("stop", "length"):
                 choice["finish_reason"] = "eos_token"
+            for frag in delta.get("tool_calls") or []:
+                self._tool_fragment(frag)
         if chunk.get("usage") is not None and "usage_chunk_with_choices" in faults:
             chunk["choices"] = [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]
         if "usage" in chunk and chunk["usage"] is None and "usage_every_chunk" in faults:
@@ -135,9 +144,44 @@ class StreamShaper:
                        and any(c.get("finish_reason") for c in choices)) else 1
         return [chunk] * repeat
 
+    def _tool_fragment(self, frag: dict[str, Any]) -> None:
+        """Bend one streamed tool-call fragment: its name repeated, its type dropped, its index 0."""
+        faults = self.faults
+        fn = frag.get("function")
+        index = frag.get("index")
+        if isinstance(fn, dict) and isinstance(index, int):
+            if fn.get("name"):
+                self.tool_names[index] = fn["name"]
+            elif "stream_tool_name_repeated" in faults and index in self.tool_names:
+                fn["name"] = self.tool_names[index]
+        if "stream_tool_type_missing" in faults:
+            frag.pop("type", None)
+        if "stream_tool_index_zero" in faults:
+            frag["index"] = 0
+
     def _id(self) -> str:
         self.sent += 1
         return f"chatcmpl-shaped-{self.sent}"
+
+
+RUNAWAY_CALLS = 100_000
+"""How many extra tool calls tool_required_runaway streams at most (a client gives up long before)."""
+
+
+async def run_away(resp: web.StreamResponse, chunk: Callable[[list[dict[str, Any]]], dict[str, Any]],
+                   calls: list[dict[str, Any]], delay: Callable[[], float]) -> None:
+    """tool_required_runaway: after the answer's own tool calls, stream copies of them, one call a
+    token step, with no finish_reason, RUNAWAY_CALLS times (SGLang #13514: a required choice streams
+    past max_tokens; a client stops reading long before the end)."""
+    if not calls:
+        return
+    for k in range(len(calls), len(calls) + RUNAWAY_CALLS):
+        call = calls[k % len(calls)]
+        frag = {"index": k, "id": f"call_runaway_{k}", "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}}
+        await resp.write(encode(chunk([{"index": 0, "delta": {"tool_calls": [frag]}, "logprobs": None,
+                                        "finish_reason": None}])))
+        await asyncio.sleep(delay())
 
 
 def shape(resp: web.StreamResponse, payload: Payload) -> list[Payload]:

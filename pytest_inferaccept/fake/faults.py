@@ -21,6 +21,8 @@ FAULTS: dict[str, str] = {
     "version_missing": "no /version endpoint (the server does not identify itself)",
     "metrics_renamed": "operator metrics renamed: ITL/KV under old vLLM names, TTFT/e2e/queue under "
                        "names no profile knows",
+    "metrics_old_names_frozen": "vLLM's renamed metrics are also served under their old names (the "
+                                "deprecation window), which stay at 0 while the new names count",
     # chat and streaming conformance
     "answer_in_reasoning": "content null, the answer in reasoning_content (vLLM #17357)",
     "finish_reason_invalid": "finish_reason 'eos_token' instead of 'stop' or 'length' (TGI #2296)",
@@ -93,6 +95,23 @@ FAULTS: dict[str, str] = {
     "no_parallel_tool_calls": "only the first of several tool calls is returned",
     "tool_result_rejected": "a conversation with a tool result is rejected with 400",
     "tool_length_finish_wrong": "a tool call cut by max_tokens reports 'tool_calls' (vLLM #58228)",
+    "harmony_in_tool_name": "tool names carry a Harmony channel marker: 'get_weather<|channel|>commentary' "
+                            "(vLLM #32587)",
+    "agent_followup_empty": "from the second tool result of a conversation on, the answer is empty: content "
+                            "\"\", finish_reason stop (empty follow-ups reported on vLLM and SGLang)",
+    "stream_tool_index_zero": "streamed parallel tool calls all carry index 0 (Ollama #15457, SGLang #6310)",
+    "stream_tool_name_repeated": "every streamed fragment of a tool call repeats its function name (vLLM "
+                                 "#14951)",
+    "stream_tool_type_missing": "the first streamed fragment of a tool call has no type: 'function'",
+    "tool_required_runaway": "with tool_choice 'required' a stream sends tool calls without end, past "
+                             "max_tokens (SGLang #13514)",
+    # reasoning models (seen with the fake's reasoning_tokens on)
+    "think_in_content": "the reasoning is also left in content, as <think>…</think> before the answer",
+    "harmony_in_content": "text answers start with the Harmony header <|channel|>final<|message|>",
+    "stop_inside_reasoning": "a stop string is matched inside the reasoning: the reasoning is cut there and "
+                             "no answer follows (vLLM #14170)",
+    "reasoning_length_hidden": "an answer whose reasoning used up max_tokens (empty content) reports "
+                               "finish_reason 'stop' instead of 'length' (LiteLLM #21041)",
     # structured output
     "json_schema_ignored": "response_format json_schema is ignored (llama.cpp #11988, ollama #10001)",
     "json_object_invalid": "response_format json_object answers plain text",
@@ -107,6 +126,40 @@ FAULTS: dict[str, str] = {
     "reject_bounds": "top_p at its inclusive bounds 0 and 1 is rejected with 422 (TGI #2222)",
     "silent_truncation": "an over-long prompt is cut to the context window and answered 200 (Ollama #4967)",
     "long_prompt_stream_200": "an over-long streamed prompt answers 200 with an error chunk (SGLang #19996)",
+    # the Anthropic Messages API (POST /v1/messages)
+    "messages_content_string": "non-streamed messages carry content as a plain string, not a list of blocks",
+    "messages_stop_reason_end_turn": "stop_reason is always end_turn and stop_sequence null, also when "
+                                     "max_tokens or a stop sequence ended the text",
+    "messages_system_ignored": "the top-level system prompt never reaches the model (input_tokens leave "
+                               "it out)",
+    "messages_stream_no_stop": "streams end after message_delta, without message_stop",
+    "messages_stream_delta_repeated": "the first text_delta of a stream is sent twice (the deltas add up "
+                                      "to more than the text)",
+    "messages_error_openai": 'errors answer the OpenAI envelope {"error": {message, type, param, code}}, '
+                             'without "type": "error"',
+    # the Responses API (POST /v1/responses)
+    "responses_object_wrong": "responses carry no object field (object 'response' missing)",
+    "responses_usage_missing": "responses carry no usage",
+    "responses_instructions_ignored": "instructions never reach the model (its input tokens leave them out)",
+    "responses_call_args_invalid": "function_call arguments lack their closing brace",
+    "responses_call_id_missing": "function_call items carry no call_id",
+    "responses_tool_output_rejected": "an input with a function_call_output item is rejected with 400",
+    "responses_format_ignored": "text.format json_schema is ignored: plain text with status completed",
+    "responses_max_output_ignored": "max_output_tokens is ignored: status completed with more tokens",
+    "responses_cut_reported_completed": "output cut by max_output_tokens reports status completed and no "
+                                        "incomplete_details (llama-server b11434 always says completed)",
+    "responses_previous_ignored": "previous_response_id is ignored: no earlier turn in the prompt, and an "
+                                  "unknown id is answered 200",
+    "responses_store_unsupported": "responses are not stored: store answers false and previous_response_id "
+                                   "is refused with 400 (a server without state; not a defect: skipped)",
+    "responses_stream_out_of_order": "streams send response.in_progress before response.created",
+    "responses_stream_sequence_gap": "stream sequence_number skips a value after the third event",
+    "responses_stream_deltas_differ": "the first response.output_text.delta is never sent (the deltas do "
+                                      "not add up to the done text)",
+    "responses_stream_two_terminals": "streams send response.completed twice",
+    "responses_stream_no_terminal": "streams end after the last output_item.done, without a terminal event",
+    "responses_stream_done_sentinel": "streams end with data: [DONE] after the terminal event (as Chat "
+                                      "Completions do; the official SDK stops there: a warning)",
 }
 
 

@@ -111,6 +111,19 @@ def add_reasoning(choice: Choice, prompt: str, count: int) -> None:
     choice.completion_tokens += count
 
 
+def reasoning_fields(where: str, text: str) -> dict[str, str]:
+    """The message or delta fields that carry reasoning text, as `FakeConfig.reasoning_field` says."""
+    if where == "both":
+        return {"reasoning_content": text, "reasoning": text}
+    return {where: text}
+
+
+HARMONY_FINAL = "<|channel|>final<|message|>"
+"""The Harmony header of gpt-oss's answer channel, which a broken parser leaves in the content."""
+HARMONY_TOOL_SUFFIX = "<|channel|>commentary"
+"""What a broken Harmony parser leaves after a tool's name (vLLM #32587)."""
+
+
 def _truncate(pieces: list[str], cut: int) -> list[str]:
     """Keep the pieces up to character `cut` (a stop sequence may span several tokens)."""
     out: list[str] = []
@@ -219,8 +232,11 @@ def request_faults(body: Mapping[str, Any], faults: frozenset[str]) -> dict[str,
     return out
 
 
-def choice_faults(choices: list[Choice], faults: frozenset[str]) -> None:
-    """Spoil generated choices the way a faulty server answers."""
+def choice_faults(choices: list[Choice], faults: frozenset[str],
+                  body: Mapping[str, Any] | None = None) -> None:
+    """Spoil generated choices the way a faulty server answers (`body`: the request, as read)."""
+    if body is not None:
+        reasoning_faults(choices, body, faults)
     for c in choices:
         if c.stop_hit and "stop_included" in faults:
             c.pieces.append(c.stop_hit)
@@ -239,10 +255,45 @@ def choice_faults(choices: list[Choice], faults: frozenset[str]) -> None:
                 c.finish_reason = "tool_calls"
             for call in c.tool_calls:
                 fn = call["function"]
+                if "harmony_in_tool_name" in faults:
+                    fn["name"] += HARMONY_TOOL_SUFFIX
                 if "tool_args_invalid_json" in faults:
                     fn["arguments"] = fn["arguments"].rstrip("}")
                 if "tool_args_schema_violation" in faults:
                     fn["arguments"] = "{}"
+
+
+def reasoning_faults(choices: list[Choice], body: Mapping[str, Any], faults: frozenset[str]) -> None:
+    """Spoil the reasoning and the answers around it (and agent follow-ups) the way faulty servers do."""
+    messages = body.get("messages") or []
+    tool_results = sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "tool")
+    follow_up = bool(messages) and isinstance(messages[-1], Mapping) and messages[-1].get("role") == "tool"
+    stops = _stops(body)
+    for c in choices:
+        if c.tool_calls:
+            continue
+        if c.reasoning and stops and "stop_inside_reasoning" in faults:
+            thought = "".join(c.reasoning)
+            hits = [thought.find(s) for s in stops if s in thought]
+            if hits:  # the stop matched inside the reasoning: it ends there, no answer follows
+                c.reasoning = _truncate(c.reasoning, min(hits))
+                c.pieces, c.finish_reason, c.stop_hit = [], "stop", None
+                c.completion_tokens = len(c.reasoning)
+        spent = bool(c.reasoning) and not c.pieces and c.finish_reason == "length"
+        if spent and "reasoning_length_hidden" in faults:
+            c.finish_reason = "stop"
+        if c.reasoning and "think_in_content" in faults:
+            c.pieces.insert(0, f"<think>{''.join(c.reasoning)}</think>\n\n")
+        if "harmony_in_content" in faults:
+            c.pieces.insert(0, HARMONY_FINAL)
+        if follow_up and tool_results >= 2 and "agent_followup_empty" in faults:
+            c.pieces, c.finish_reason, c.completion_tokens = [], "stop", len(c.reasoning)
+
+
+def runs_away(body: Mapping[str, Any], faults: frozenset[str]) -> bool:
+    """True when a streamed answer sends tool calls without end (tool_required_runaway)."""
+    return ("tool_required_runaway" in faults and bool(body.get("stream"))
+            and body.get("tool_choice") == "required" and bool(body.get("tools")))
 
 
 def stream_faults(choices: list[Choice], body: Mapping[str, Any], faults: frozenset[str]) -> None:

@@ -146,3 +146,53 @@ class MetricsState:
             f"process_resident_memory_bytes {resident}",
         ]
         return "\n".join(lines) + "\n"
+
+
+VLLM_OLD_NAMES: dict[str, str] = {
+    "vllm:kv_cache_usage_perc": "vllm:gpu_cache_usage_perc",
+    "vllm:prefix_cache_queries": "vllm:gpu_prefix_cache_queries",
+    "vllm:prefix_cache_hits": "vllm:gpu_prefix_cache_hits",
+    "vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
+}
+"""The metrics vLLM renamed: new name → the name it had before (vLLM PR#18354, PR#24110)."""
+
+
+def _line_name(line: str) -> str:
+    """The metric name a line of exposition text is about ('' for other comments)."""
+    if line.startswith("# "):
+        parts = line.split(" ", 3)
+        return parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
+    return line.split("{", 1)[0].split(" ", 1)[0]
+
+
+def vllm_names(text: str, names: str, *, frozen_old: bool = False) -> str:
+    """The text with vLLM's renamed metrics under their "new" names (unchanged), their "old" names,
+    or "both": each renamed family again, under its old name, after the rest of the text.
+
+    With `frozen_old` the old names' samples all read 0 (an old name that no longer counts). A
+    family whose old name the text already has is left as it is.
+    """
+    if names == "new":
+        return text
+    lines = text.splitlines()
+    typed = {line.split(" ")[2].removesuffix("_total") for line in lines if line.startswith("# TYPE ")}
+    renames = {new: old for new, old in VLLM_OLD_NAMES.items() if new in typed and old not in typed}
+    out: list[str] = []
+    copies: list[str] = []
+    for line in lines:
+        name = _line_name(line)
+        new = next((n for n in renames if name == n or name.startswith(n + "_")), None)
+        if new is None:
+            out.append(line)
+            continue
+        renamed = line.replace(new, renames[new], 1)
+        if names == "old":
+            out.append(renamed)
+            continue
+        out.append(line)
+        if line.startswith("# HELP "):
+            renamed += f" Deprecated: use {new}."
+        elif not line.startswith("#") and frozen_old:
+            renamed = renamed.rsplit(" ", 1)[0] + " 0"
+        copies.append(renamed)
+    return "\n".join(out + copies) + "\n"

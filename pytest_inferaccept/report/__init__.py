@@ -7,13 +7,16 @@ render a report, never when the plugin loads.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import RunDocument
 
 __all__ = ["write_html"]
 
 
-def write_html(path: Path, document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
-    """Render the results document as one self-contained HTML page at `path`."""
+def write_html(path: Path, document: RunDocument | dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
+    """Render a run (or a results document) as one self-contained HTML page at `path`."""
     from pytest_inferaccept.report.html import write
 
     write(path, document, secrets=secrets)

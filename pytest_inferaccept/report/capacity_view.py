@@ -1,7 +1,8 @@
 """The Capacity section as data: one view per scenario (ladder, sweep, soak, push, prompt length).
 
 Every value here is text for the template to print (escaped there); the charts of the same
-scenarios are drawn by `charts.capacity_charts`, keyed by the scenario's anchor.
+scenarios are drawn by `charts.capacity_charts`, keyed by the scenario's anchor. Each kind's title,
+units and facts come from its entry in `capacity_kinds`.
 """
 
 from __future__ import annotations
@@ -9,18 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_inferaccept.report import words
-from pytest_inferaccept.report.model import (
+from pytest_inferaccept.model import (
     CapacityBoundary,
     CapacityScenario,
     CapacityStep,
     CheckResult,
     RunDocument,
 )
+from pytest_inferaccept.report import words
+from pytest_inferaccept.report.capacity_kinds import Facts, Unit, kind_of
 from pytest_inferaccept.report.units import fmt_number, fmt_value, status_class, status_words
 
-TITLES = {"ladder": "Concurrency ladder", "sweep": "Open-loop rate sweep", "soak": "Soak",
-          "push": "Push to failure", "push_length": "Prompt length boundary"}
 CHECK_NAMES = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end latency drift",
                "memory_growth": "memory growth", "gpu_memory_growth": "GPU memory growth",
                "errors": "error onset"}
@@ -112,6 +112,18 @@ class ScenarioView:
     telemetry: str = ""
 
 
+@dataclass(frozen=True)
+class Parts:
+    """What a kind's facts add to its section beside the headline, the reasons and the step table."""
+
+    facts: tuple[tuple[str, str], ...] = ()
+    verdict: str = ""
+    verdict_class: str = ""
+    problems: tuple[str, ...] = ()
+    checks: tuple[CheckLine, ...] = ()
+    windows: tuple[tuple[str, ...], ...] = ()
+
+
 def scenario_anchor(number: int) -> str:
     """The HTML id of the page's `number`-th capacity scenario (from 1)."""
     return f"capacity-{number}"
@@ -188,7 +200,7 @@ def _alive(step: CapacityStep) -> Cell | None:
     return Cell("yes" if step.alive_after else "NO")
 
 
-def _columns(kind: str) -> list[Column]:
+def _columns(unit: Unit) -> list[Column]:
     columns: list[Column] = [
         ("requests", lambda s: Cell(str(s.measured))),
         ("failed", _failed),
@@ -198,9 +210,9 @@ def _columns(kind: str) -> list[Column]:
         ("tokens/s", lambda s: _maybe(s.throughput_tokens_per_s, _rate)),
         ("req/s", lambda s: _maybe(s.request_rate_per_s, _rate)),
     ]
-    if kind == "sweep":
+    if unit.achieved == "rate":
         columns.append(("send rate: achieved of asked (req/s)", _achieved_rate))
-    elif kind != "push_length":
+    elif unit.achieved == "concurrency":
         columns.append(("achieved concurrency", _achieved_concurrency))
     columns += [
         ("peak waiting", lambda s: _maybe(s.telemetry.get("waiting"), fmt_number)),
@@ -219,16 +231,15 @@ def level_table(scenario: CapacityScenario) -> LevelTable | None:
     steps = scenario.steps
     if not steps:
         return None
-    kind = scenario.kind
+    kind = kind_of(scenario.kind)
     knee = scenario.findings.knee.level if scenario.findings.knee is not None else None
     best = scenario.findings.max_slo_level
-    columns = [(title, get) for title, get in _columns(kind) if any(get(s) is not None for s in steps)]
-    # One request at a time past the context window: an SLO says nothing about where the refusal starts.
-    has_slo = kind != "push_length" and any(s.slo_status for s in steps)
+    columns = [(title, get) for title, get in _columns(kind.unit) if any(get(s) is not None for s in steps)]
+    has_slo = kind.slo_column and any(s.slo_status for s in steps)
     rows: list[LevelRow] = []
     notes: list[str] = []
     for step in steps:
-        level = words.level_words(kind, step.level)
+        level = kind.unit.level(step.level)
         marks: list[tuple[str, str]] = []
         if knee is not None and step.level == knee:
             marks.append(("knee", "knee"))
@@ -246,52 +257,51 @@ def level_table(scenario: CapacityScenario) -> LevelTable | None:
                              slo=status_words(step.slo_status) if step.slo_status else "",
                              slo_class=status_class(step.slo_status),
                              css=" ".join(css for css, _ in marks)))
-    title = {"sweep": "rate asked", "push_length": "prompt"}.get(kind, "concurrency")
-    return LevelTable(level_title=title, columns=tuple(t for t, _ in columns), rows=tuple(rows),
+    return LevelTable(level_title=kind.unit.heading, columns=tuple(t for t, _ in columns), rows=tuple(rows),
                       has_slo=has_slo, footnotes=tuple(notes))
 
 
-def _climb_facts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[tuple[str, str]]:
-    found, kind, params = scenario.findings, scenario.kind, scenario.params
+def _climb_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """The SLO, the highest level within it, the knee, where the climb stopped, what each level ran."""
+    found, unit, params = scenario.findings, kind_of(scenario.kind).unit, scenario.params
     slo = words.slo_of(doc, test)
     facts = [("SLO", words.slo_words(slo) if slo else "none given: no level is judged")]
     if found.max_slo_level is not None:
-        facts.append(("highest within the SLOs", words.level_words(kind, found.max_slo_level)
+        facts.append(("highest within the SLOs", unit.level(found.max_slo_level)
                       + (f" ({found.max_slo_reason})" if found.max_slo_reason else "")))
     elif slo:
         facts.append(("highest within the SLOs", f"none ({found.max_slo_reason or 'no level passed'})"))
     knee = found.knee
     if knee is not None and knee.level is not None:
         why = f": {knee.reason}" if knee.reason else ""
-        facts.append(("knee", words.level_words(kind, knee.level) + why))
+        facts.append(("knee", unit.level(knee.level) + why))
     elif knee is not None:
         facts.append(("knee", knee.reason or "not reached"))
     if found.stopped_early:
         facts.append(("stopped early", found.stopped_early))
-    per = [f"{params[k]} requests" for k in ("requests_per_level", "requests_per_step") if params.get(k)]
-    per += [f"at most {params[k]:g} s" for k in ("max_seconds_per_level", "max_seconds_per_step")
-            if isinstance(params.get(k), (int, float))]
+    per = [f"{n} requests" for n in (params.requests_per_level, params.requests_per_step) if n]
+    per += [f"at most {s:g} s" for s in (params.max_seconds_per_level, params.max_seconds_per_step)
+            if s is not None]
     if per:
         facts.append(("each level", ", ".join(per)))
-    return facts
+    return Parts(facts=tuple(facts))
 
 
-def _soak(scenario: CapacityScenario) -> tuple[list[tuple[str, str]], tuple[CheckLine, ...],
-                                               tuple[tuple[str, ...], ...]]:
+def _soak_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """The soak's settings and projections, each check's line and the latency per window."""
     params = scenario.params
     facts: list[tuple[str, str]] = []
-    if params.get("concurrency") is not None:
-        basis = f" ({params['basis']})" if params.get("basis") else ""
-        facts.append(("concurrency", f"{params['concurrency']}{basis}"))
-    if isinstance(params.get("duration_s"), (int, float)):
-        window = params.get("window_s")
-        facts.append(("duration", f"{params['duration_s']:g} s"
-                      + (f", judged on medians per {window:g} s window" if isinstance(window, (int, float))
-                         else "")))
+    if params.concurrency is not None:
+        basis = f" ({params.basis})" if params.basis else ""
+        facts.append(("concurrency", f"{params.concurrency}{basis}"))
+    if params.duration_s is not None:
+        window = params.window_s
+        facts.append(("duration", f"{params.duration_s:g} s"
+                      + (f", judged on medians per {window:g} s window" if window is not None else "")))
     # Where the soak's drifts lead: the horizon and the memory budget (the soak that could tell
     # is in the notes).
-    if isinstance(params.get("horizon_words"), str):
-        facts.append(("projected over", params["horizon_words"]))
+    if params.horizon_words is not None:
+        facts.append(("projected over", params.horizon_words))
     memory = scenario.findings.checks.get("memory_growth")
     projection = (memory.model_extra or {}).get("projection") if memory is not None else None
     if isinstance(projection, dict) and isinstance(projection.get("limit_words"), str):
@@ -306,37 +316,68 @@ def _soak(scenario: CapacityScenario) -> tuple[list[tuple[str, str]], tuple[Chec
     errors = {t: v for t, v in series.errors}
     windows = tuple((f"{t:g} s", _latency(ttft.get(t)), _latency(e2e.get(t)), f"{errors.get(t, 0):g}")
                     for t in sorted({*ttft, *e2e, *errors}))
-    return facts, checks, windows
+    return Parts(facts=tuple(facts), checks=checks, windows=windows)
 
 
-def _boundary_facts(kind: str, boundary: CapacityBoundary,
-                    context_window: int | None) -> tuple[list[tuple[str, str]], str, str]:
-    """(facts, how it failed in words, css class) of a push's or a prompt-length push's boundary."""
-    at = boundary.level if kind == "push" else boundary.length
-    facts = [("boundary", words.level_words(kind, at) if at is not None else "unknown")]
+def _push_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """Where a push broke the server and how: shed load gracefully, queued, or fell over."""
+    boundary = scenario.findings.boundary
+    if boundary is None:
+        return _no_boundary(scenario)
+    facts = _boundary_facts(scenario, boundary.level, boundary)
+    if boundary.shed:
+        facts.append(("rejected with 429 / 503", f"{boundary.shed}, {boundary.retry_after} with Retry-After"))
+    if boundary.rejection_median_s is not None:
+        facts.append(("median rejection time", _latency(boundary.rejection_median_s)))
+    verdict, css = (("sheds load gracefully", "pass") if boundary.graceful and boundary.failed
+                    else ("queues (no errors)", "nodata") if boundary.graceful else ("falls over", "fail"))
+    return _with_answers_after(facts, boundary, verdict, css)
+
+
+def _refusal_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """Where long prompts were refused and whether cleanly, beside the context window."""
+    boundary = scenario.findings.boundary
+    if boundary is None:
+        return _no_boundary(scenario)
+    window = scenario.findings.context_window
+    facts = _boundary_facts(scenario, boundary.length, boundary)
+    facts.append(("context window", f"{window} tokens" if window else "not reported"))
+    verdict, css = ("clean refusal", "pass") if boundary.graceful else ("breaks", "fail")
+    return _with_answers_after(facts, boundary, verdict, css)
+
+
+def _boundary_facts(scenario: CapacityScenario, at: float | None,
+                    boundary: CapacityBoundary) -> list[tuple[str, str]]:
+    """The boundary's level, why it is there and the answers that failed there."""
+    facts = [("boundary", kind_of(scenario.kind).unit.level(at) if at is not None else "unknown")]
     if boundary.why:
         facts.append(("why there", boundary.why))
     statuses = words.statuses_words(boundary.statuses)
     facts.append(("failed answers", f"{boundary.failed}" + (f" ({statuses})" if statuses else "")))
-    if kind == "push":
-        if boundary.shed:
-            facts.append(("rejected with 429 / 503",
-                          f"{boundary.shed}, {boundary.retry_after} with Retry-After"))
-        if boundary.rejection_median_s is not None:
-            facts.append(("median rejection time", _latency(boundary.rejection_median_s)))
-    else:
-        facts.append(("context window", f"{context_window} tokens" if context_window else "not reported"))
+    return facts
+
+
+def _with_answers_after(facts: list[tuple[str, str]], boundary: CapacityBoundary, verdict: str,
+                        css: str) -> Parts:
+    """The boundary's facts with whether the server answered afterwards, its verdict and problems."""
     if boundary.alive_after is not None:
         facts.append(("answers afterwards", ("yes" if boundary.alive_after else "NO")
                       + (f" ({boundary.alive_detail})" if boundary.alive_detail else "")))
-    if kind == "push_length":
-        return facts, ("clean refusal" if boundary.graceful else "breaks"), (
-            "pass" if boundary.graceful else "fail")
-    if boundary.graceful and boundary.failed:
-        return facts, "sheds load gracefully", "pass"
-    if boundary.graceful:
-        return facts, "queues (no errors)", "nodata"
-    return facts, "falls over", "fail"
+    return Parts(facts=tuple(facts), verdict=verdict, verdict_class=css,
+                 problems=tuple(boundary.problems) if not boundary.graceful else ())
+
+
+def _no_boundary(scenario: CapacityScenario) -> Parts:
+    """A push that did not break the server: up to where it pushed."""
+    top = scenario.steps[-1].level if scenario.steps else None
+    where = f" up to {kind_of(scenario.kind).unit.level(top)}" if top is not None else ""
+    return Parts(facts=(("boundary", f"none found{where}"),), verdict="did not break", verdict_class="pass")
+
+
+PARTS: dict[Facts, Callable[[RunDocument, CheckResult, CapacityScenario], Parts]] = {
+    "climb": _climb_parts, "soak": _soak_parts, "push": _push_parts, "refusal": _refusal_parts,
+}
+"""How the section lists each reading of report/capacity_kinds.py beside the step table."""
 
 
 def _telemetry(scenario: CapacityScenario) -> str:
@@ -351,36 +392,18 @@ def _telemetry(scenario: CapacityScenario) -> str:
 def scenario_view(doc: RunDocument, anchor: str, test: CheckResult, scenario: CapacityScenario,
                   href: str) -> ScenarioView:
     """One scenario for the page."""
-    kind = scenario.kind
-    facts: list[tuple[str, str]] = []
-    checks: tuple[CheckLine, ...] = ()
-    windows: tuple[tuple[str, ...], ...] = ()
-    verdict = verdict_class = ""
-    problems: tuple[str, ...] = ()
-    if kind in ("ladder", "sweep"):
-        facts = _climb_facts(doc, test, scenario)
-    elif kind == "soak":
-        facts, checks, windows = _soak(scenario)
-    elif kind in ("push", "push_length"):
-        boundary = scenario.findings.boundary
-        if boundary is not None:
-            facts, verdict, verdict_class = _boundary_facts(kind, boundary, scenario.findings.context_window)
-            problems = tuple(boundary.problems) if not boundary.graceful else ()
-        else:
-            top = scenario.steps[-1].level if scenario.steps else None
-            facts = [("boundary", "none found" + (f" up to {words.level_words(kind, top)}"
-                                                  if top is not None else ""))]
-            verdict, verdict_class = "did not break", "pass"
+    kind = kind_of(scenario.kind)
+    parts = PARTS[kind.facts](doc, test, scenario) if kind.facts is not None else Parts()
     explanations = tuple(
         ExplanationView(kind=EXPLANATION_WORDS.get(e.kind, e.kind),
-                        level=words.level_words(kind, e.level) if e.level is not None else "", text=e.text)
+                        level=kind.unit.level(e.level) if e.level is not None else "", text=e.text)
         for e in scenario.explanations)
     return ScenarioView(
-        anchor=anchor, kind=kind, title=TITLES.get(kind, kind), check=words.short_name(test.nodeid),
+        anchor=anchor, kind=scenario.kind, title=kind.title, check=words.short_name(test.nodeid),
         href=href, status=scenario.status, status_class=status_class(scenario.status),
-        headline=scenario.headline, reasons=tuple(scenario.reasons), facts=tuple(facts),
-        verdict=verdict, verdict_class=verdict_class, problems=problems, checks=checks,
-        table=level_table(scenario), windows=windows, explanations=explanations,
+        headline=scenario.headline, reasons=tuple(scenario.reasons), facts=parts.facts,
+        verdict=parts.verdict, verdict_class=parts.verdict_class, problems=parts.problems,
+        checks=parts.checks, table=level_table(scenario), windows=parts.windows, explanations=explanations,
         notes=tuple(scenario.notes), telemetry=_telemetry(scenario))
 
 

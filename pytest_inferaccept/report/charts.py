@@ -10,12 +10,14 @@ from __future__ import annotations
 import importlib
 import io
 import re
+from collections.abc import Callable
 from typing import Any
 
+from pytest_inferaccept.model import CapacityScenario, CheckResult, LoadResult, RunDocument, Trend
+from pytest_inferaccept.report.capacity_kinds import Plot, Unit, kind_of
 from pytest_inferaccept.report.capacity_view import numbered
-from pytest_inferaccept.report.model import CapacityScenario, CheckResult, LoadResult, RunDocument
 from pytest_inferaccept.report.units import status_class
-from pytest_inferaccept.report.words import level_words, short_name, slo_of
+from pytest_inferaccept.report.words import short_name, slo_of
 
 X_KEYS: dict[str, str] = {"concurrency": "concurrency (requests in flight)", "rate": "request rate (req/s)"}
 THROUGHPUT_KEYS = ("throughput_tokens_per_s", "output_tokens_per_s", "throughput", "tokens_per_s")
@@ -24,7 +26,6 @@ Chart = tuple[str, str]
 KNEE_COLOUR = "#b26a00"
 BEST_COLOUR = "#2e7d32"
 MISSED_COLOUR = "#b3261e"
-CHARTED_KINDS = ("ladder", "sweep", "soak")
 _RC = {"svg.hashsalt": "inferaccept", "svg.fonttype": "none", "font.size": 9}
 
 
@@ -42,10 +43,22 @@ def _mpl(module: str) -> Any:
     return importlib.import_module(f"matplotlib{module}")
 
 
+def _ask(run: LoadResult, key: str) -> int | float | None:
+    """What a run asked on an x axis (X_KEYS): its concurrency or its request rate."""
+    return run.spec.concurrency if key == "concurrency" else run.spec.rate
+
+
+def _throughput(run: LoadResult, key: str) -> object:
+    """A run's throughput under one of THROUGHPUT_KEYS (a key the model does not type is read as given)."""
+    if key == "throughput_tokens_per_s":
+        return run.summary.throughput_tokens_per_s
+    return (run.summary.model_extra or {}).get(key)
+
+
 def _x_axis(runs: list[LoadResult]) -> str | None:
     for key in X_KEYS:
-        xs = [run.spec.get(key) for run in runs]
-        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs) and len(set(xs)) > 1:
+        xs = [_ask(run, key) for run in runs]
+        if all(x is not None for x in xs) and len(set(xs)) > 1:
             return key
     return None
 
@@ -64,10 +77,13 @@ def _svg(figure: Any) -> str:
 def _latency_chart(test: CheckResult, runs: list[LoadResult], x_key: str) -> Chart | None:
     series: dict[str, list[tuple[float, float, float | None, float | None, float | None]]] = {}
     for run in runs:
+        x = _ask(run, x_key)
+        if x is None:
+            continue
         for row in run.slo.rows if run.slo else []:
             if _LATENCY.match(row.key) and row.measured is not None:
                 series.setdefault(row.key, []).append(
-                    (float(run.spec[x_key]), row.measured, row.ci_low, row.ci_high, row.limit))
+                    (float(x), row.measured, row.ci_low, row.ci_high, row.limit))
     if not series:
         return None
     fig = _mpl(".figure").Figure(figsize=(7.2, 3.4), dpi=100)
@@ -83,7 +99,8 @@ def _latency_chart(test: CheckResult, runs: list[LoadResult], x_key: str) -> Cha
         if limit is not None:
             ax.axhline(limit, linestyle="--", linewidth=1, color=line[0].get_color(),
                        label=f"{key} limit")
-    best = [float(r.spec[x_key]) for r in runs if r.slo and status_class(r.slo.status) == "pass"]
+    best = [float(x) for x, r in ((_ask(r, x_key), r) for r in runs)
+            if x is not None and r.slo and status_class(r.slo.status) == "pass"]
     if best:
         ax.axvline(max(best), color="#2e7d32", linewidth=1, linestyle=":",
                    label=f"highest level within SLOs: {max(best):g}")
@@ -96,11 +113,12 @@ def _latency_chart(test: CheckResult, runs: list[LoadResult], x_key: str) -> Cha
 
 
 def _throughput_chart(test: CheckResult, runs: list[LoadResult], x_key: str) -> Chart | None:
-    key = next((k for k in THROUGHPUT_KEYS if all(isinstance(r.summary.get(k), (int, float)) for r in runs)),
+    key = next((k for k in THROUGHPUT_KEYS if all(isinstance(_throughput(r, k), (int, float)) for r in runs)),
                None)
     if key is None:
         return None
-    points = sorted((float(r.spec[x_key]), float(r.summary[key])) for r in runs)
+    pairs = ((_ask(r, x_key), _throughput(r, key)) for r in runs)
+    points = sorted((float(x), float(y)) for x, y in pairs if x is not None and isinstance(y, (int, float)))
     fig = _mpl(".figure").Figure(figsize=(7.2, 3.0), dpi=100)
     ax = fig.add_subplot()
     ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color="#37474f")
@@ -130,31 +148,32 @@ def load_charts(doc: RunDocument) -> list[Chart]:
     return charts
 
 
-def _level_axis(ax: Any, kind: str, levels: list[float]) -> None:
+def _level_axis(ax: Any, unit: Unit, levels: list[float]) -> None:
     """Levels on the x axis: a doubling ladder on a log-2 scale, ticks at the levels measured."""
-    if kind != "sweep" and levels and min(levels) > 0 and max(levels) / min(levels) >= 4:
+    if unit.doubling and levels and min(levels) > 0 and max(levels) / min(levels) >= 4:
         ax.set_xscale("log", base=2)
     ax.set_xticks(levels)
     ax.set_xticklabels([f"{x:g}" for x in levels], rotation=45 if len(levels) > 8 else 0)
     ax.minorticks_off()
-    ax.set_xlabel("request rate asked (req/s)" if kind == "sweep" else "concurrency (requests in flight)")
+    ax.set_xlabel(unit.axis)
 
 
-def _level_marks(ax: Any, kind: str, knee: float | None, best: float | None) -> None:
+def _level_marks(ax: Any, unit: Unit, knee: float | None, best: float | None) -> None:
     if best is not None:
         ax.axvline(best, color=BEST_COLOUR, linestyle=":", linewidth=1.6,
-                   label=f"highest within the SLOs: {level_words(kind, best)}")
+                   label=f"highest within the SLOs: {unit.level(best)}")
     if knee is not None:
         ax.axvline(knee, color=KNEE_COLOUR, linestyle="--", linewidth=1.2,
-                   label=f"knee: {level_words(kind, knee)}")
+                   label=f"knee: {unit.level(knee)}")
 
 
-def _climb_chart(test: CheckResult, scenario: CapacityScenario, slo: dict[str, float]) -> Chart | None:
+def _climb_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Chart | None:
     """Throughput and latency p95 against the level, with the knee and the highest SLO level marked."""
     steps = scenario.steps
     if len(steps) < 2:
         return None
-    kind = scenario.kind
+    slo = slo_of(doc, test)
+    unit = kind_of(scenario.kind).unit
     knee = scenario.findings.knee.level if scenario.findings.knee is not None else None
     best = scenario.findings.max_slo_level
     tokens = any(s.throughput_tokens_per_s for s in steps)
@@ -188,24 +207,23 @@ def _climb_chart(test: CheckResult, scenario: CapacityScenario, slo: dict[str, f
     right.set_title("latency p95", fontsize=9)
     levels = sorted({s.level for s in steps})
     for ax in (left, right):
-        _level_axis(ax, kind, levels)
-        _level_marks(ax, kind, knee, best)
+        _level_axis(ax, unit, levels)
+        _level_marks(ax, unit, knee, best)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    what = "concurrency" if kind != "sweep" else "request rate"
-    return (f"Throughput and latency p95 against {what}: {short_name(test.nodeid)} (knee and highest level "
-            "within the SLOs marked)", _svg(fig))
+    return (f"Throughput and latency p95 against {unit.against}: {short_name(test.nodeid)} (knee and highest "
+            "level within the SLOs marked)", _svg(fig))
 
 
-def _trend_line(ax: Any, trend: dict[str, Any] | None, span: float, colour: str, scale: float = 1.0) -> None:
-    start, slope = (trend or {}).get("start"), (trend or {}).get("slope_per_s")
-    if isinstance(start, (int, float)) and isinstance(slope, (int, float)) and span > 0:
+def _trend_line(ax: Any, trend: Trend | None, span: float, colour: str, scale: float = 1.0) -> None:
+    start, slope = (trend.start, trend.slope_per_s) if trend is not None else (None, None)
+    if start is not None and slope is not None and span > 0:
         ax.plot([0, span], [start * scale, (start + slope * span) * scale], linestyle="--", linewidth=1,
                 color=colour, alpha=0.8)
 
 
-def _soak_chart(test: CheckResult, scenario: CapacityScenario) -> Chart | None:
+def _soak_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Chart | None:
     """TTFT and end-to-end window medians over the soak, memory beside them, failures per window if any."""
     series, checks = scenario.series, scenario.findings.checks
     latency = [(name, label, points, colour) for name, label, points, colour in (
@@ -249,16 +267,22 @@ def _soak_chart(test: CheckResult, scenario: CapacityScenario) -> Chart | None:
     return (f"The soak over time: {short_name(test.nodeid)}", _svg(fig))
 
 
+PLOTS: dict[Plot, Callable[[RunDocument, CheckResult, CapacityScenario], Chart | None]] = {
+    "climb": _climb_chart, "soak": _soak_chart,
+}
+"""How each reading of report/capacity_kinds.py is charted."""
+
+
 def capacity_charts(doc: RunDocument) -> dict[str, list[Chart]]:
     """(caption, inline SVG) per capacity scenario anchor; empty when matplotlib is missing."""
-    drawn = [(anchor, test, s) for anchor, test, s in numbered(doc) if s.kind in CHARTED_KINDS]
+    drawn = [(anchor, test, s, plot) for anchor, test, s in numbered(doc)
+             if (plot := kind_of(s.kind).plot) is not None]
     if not drawn or not available():
         return {}
     out: dict[str, list[Chart]] = {}
     with _mpl("").rc_context(_RC):
-        for anchor, test, scenario in drawn:
-            chart = (_soak_chart(test, scenario) if scenario.kind == "soak"
-                     else _climb_chart(test, scenario, slo_of(doc, test)))
+        for anchor, test, scenario, plot in drawn:
+            chart = PLOTS[plot](doc, test, scenario)
             if chart is not None and chart[1]:
                 out[anchor] = [chart]
     return out

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from pytest_inferaccept.report.model import Evidence, Exchange
+from pytest_inferaccept.model import Evidence, Exchange
 from pytest_inferaccept.robustness.curl import render_curl
 from pytest_inferaccept.scrub import strip_userinfo
 

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_inferaccept.report.model import load
+from pytest_inferaccept.model import RunDocument, load
 from pytest_inferaccept.report.view import build_page
 
 MASK = "***"
@@ -37,13 +37,18 @@ def page_css() -> str:
     return resources.files("pytest_inferaccept.report").joinpath("templates/report.css").read_text("utf-8")
 
 
-def render(document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> str:
-    """The page for a results document, as HTML text."""
+def _run(document: RunDocument | dict[str, Any]) -> RunDocument:
+    """The typed run: as given, or validated from a results document read from a file."""
+    return document if isinstance(document, RunDocument) else load(document)
+
+
+def render(document: RunDocument | dict[str, Any], *, secrets: tuple[str, ...] = ()) -> str:
+    """The page for a run (or a results document), as HTML text."""
     from markupsafe import Markup
 
     from pytest_inferaccept.report.charts import capacity_charts, load_charts
 
-    run = load(document)
+    run = _run(document)
     page = build_page(run)
     # Only two kinds of value go in unescaped: the package's own CSS and the SVG charts, which
     # charts._svg has checked for script.
@@ -73,22 +78,22 @@ def write_page(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def write(path: Path, document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
+def write(path: Path, document: RunDocument | dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
     """Write the page for a results document atomically."""
     write_page(path, render(document, secrets=secrets))
 
 
-def summary_fragment(document: dict[str, Any]) -> str:
+def summary_fragment(document: RunDocument | dict[str, Any]) -> str:
     """The verdict, its reasons and the plain-words answer, as an HTML fragment for pytest-html."""
-    page = build_page(load(document))
+    page = build_page(_run(document))
     text: str = environment().get_template("pytest_html_summary.html.j2").render(page=page)
     return text
 
 
 def evidence_fragment(payload: dict[str, Any], settings: dict[str, Any]) -> str:
     """One test's evidence (from its report's inferaccept data) as an HTML fragment for pytest-html."""
+    from pytest_inferaccept.model import Evidence
     from pytest_inferaccept.report.evidence_view import evidence_view
-    from pytest_inferaccept.report.model import Evidence
 
     view = evidence_view(Evidence.model_validate(payload.get("evidence") or {}),
                          authenticated=settings.get("api_key") == "<set>",

@@ -10,30 +10,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_inferaccept.report.model import LoadResult
+from pytest_inferaccept.model import ClientLoad, Estimate, LoadResult, RequestCounts, Spread
 from pytest_inferaccept.report.units import fmt_number, fmt_value, spec_label
 
 Getter = Callable[[LoadResult], Any]
 
 
-def dig(data: Any, *path: str) -> Any:
-    """data[path[0]][path[1]]..., or None where any step is missing."""
-    for step in path:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(step)
-    return data
-
-
-def _estimate(data: Any) -> Any:
-    """An estimate's point value ({"value", "low", "high", "n"}), or the value itself."""
-    return data.get("value") if isinstance(data, dict) else data
+def _estimate(est: Estimate | None) -> int | float | None:
+    """An estimate's point value."""
+    return est.value if est is not None else None
 
 
 def _latency(metric: str, stat: str) -> Getter:
     def get(run: LoadResult) -> Any:
-        est = dig(run.summary, "metrics", metric, stat)
-        if isinstance(est, dict) and est.get("censored"):
+        latency = run.summary.latency(metric)
+        est = latency.stat(stat) if latency is not None else None
+        if est is not None and est.censored:
             return CENSORED  # the percentile falls on failed requests: slower than any limit
         return _estimate(est)
 
@@ -44,29 +36,39 @@ CENSORED = "∞ (failed)"
 """How a latency figure that falls on failed requests prints."""
 
 
-def _total(key: str) -> Getter:
-    return lambda run: dig(run.selfcheck, "total", key)
+def _counts(run: LoadResult) -> RequestCounts:
+    return run.summary.counts or RequestCounts()
 
 
-def _lengths(key: str) -> Getter:
+def _total(run: LoadResult) -> ClientLoad:
+    """The client's account of the whole run (all fields None where it gave none)."""
+    return run.selfcheck.total or ClientLoad()
+
+
+def _lengths(spread: Callable[[LoadResult], Spread | None]) -> Getter:
     """A token-length spread as 'p50 / p90 / p99' (the workload's realised length distribution)."""
 
     def get(run: LoadResult) -> str | None:
-        spread = dig(run.summary, key)
-        if not isinstance(spread, dict) or spread.get("p50") is None:
+        found = spread(run)
+        if found is None or found.p50 is None:
             return None
-        return " / ".join(fmt_number(spread.get(p)) for p in ("p50", "p90", "p99"))
+        return " / ".join(fmt_number(p) for p in (found.p50, found.p90, found.p99))
 
     return get
 
 
 def _achieved(run: LoadResult) -> str | None:
-    total = dig(run.selfcheck, "total") or {}
-    for what in ("concurrency", "rate"):
-        asked, got = total.get(f"asked_{what}"), total.get(f"achieved_{what}")
-        if isinstance(asked, (int, float)) and isinstance(got, (int, float)):
+    total = _total(run)
+    for asked, got in ((total.asked_concurrency, total.achieved_concurrency),
+                       (total.asked_rate, total.achieved_rate)):
+        if asked is not None and got is not None:
             return f"{fmt_number(got)} of {fmt_number(asked)}"
     return None
+
+
+def _loop_lag_p99(run: LoadResult) -> int | float | None:
+    lag = _total(run).loop_lag_s
+    return lag.p99 if lag is not None else None
 
 
 @dataclass(frozen=True)
@@ -88,40 +90,37 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("requests", lambda run: dig(run.summary, "counts", "measured")),
-    Column("failed", lambda run: dig(run.summary, "counts", "failed")),
-    Column("error rate", lambda run: _estimate(dig(run.summary, "error_rate")), "error_rate"),
+    Column("requests", lambda run: _counts(run).measured),
+    Column("failed", lambda run: _counts(run).failed),
+    Column("error rate", lambda run: _estimate(run.summary.error_rate), "error_rate"),
     Column("TTFT p50", _latency("ttft", "p50"), "ttft_p50"),
     Column("TTFT p95", _latency("ttft", "p95"), "ttft_p95"),
     Column("TPOT p95", _latency("tpot", "p95"), "tpot_p95"),
     Column("ITL p95", _latency("itl", "p95"), "itl_p95"),
     Column("e2e p95", _latency("e2e", "p95"), "e2e_p95"),
-    Column("output tokens/s", lambda run: dig(run.summary, "throughput_tokens_per_s")),
-    Column("requests/s", lambda run: dig(run.summary, "request_rate_per_s")),
-    Column("goodput", lambda run: _estimate(dig(run.summary, "goodput", "fraction")), "goodput_min"),
-    Column("token counts from", lambda run: dig(run.summary, "usage", "source")),
-    Column("prompt tokens p50 / p90 / p99", _lengths("prompt_tokens")),
-    Column("output tokens p50 / p90 / p99", _lengths("output_tokens_per_request")),
+    Column("output tokens/s", lambda run: run.summary.throughput_tokens_per_s),
+    Column("requests/s", lambda run: run.summary.request_rate_per_s),
+    Column("goodput", lambda run: _estimate(run.summary.goodput.fraction if run.summary.goodput else None),
+           "goodput_min"),
+    Column("token counts from", lambda run: run.summary.usage.source if run.summary.usage else None),
+    Column("prompt tokens p50 / p90 / p99", _lengths(lambda run: run.summary.prompt_tokens)),
+    Column("output tokens p50 / p90 / p99", _lengths(lambda run: run.summary.output_tokens_per_request)),
     Column("achieved load", _achieved),
-    Column("loop lag p99", lambda run: dig(run.selfcheck, "total", "loop_lag_s", "p99"), "itl_p99"),
-    Column("client CPU", _total("cpu_utilisation"), "error_rate"),
+    Column("loop lag p99", _loop_lag_p99, "itl_p99"),
+    Column("client CPU", lambda run: _total(run).cpu_utilisation, "error_rate"),
 )
 """Known columns, in the order they print (units borrowed from the SLO key that shares them)."""
 
 
 def _flat_extras(runs: list[LoadResult]) -> list[Column]:
-    # A summary in a shape this table does not know still shows its plain numbers.
-    keys = dict.fromkeys(k for run in runs for k, v in run.summary.items()
-                         if isinstance(v, (int, float, str, bool)) and k not in _KNOWN_SCALARS)
+    # A summary key the model does not know (a later release's) still shows its plain numbers.
+    keys = dict.fromkeys(k for run in runs for k, v in (run.summary.model_extra or {}).items()
+                         if isinstance(v, (int, float, str, bool)))
     return [Column(key, _summary_key(key)) for key in keys]
 
 
 def _summary_key(key: str) -> Getter:
-    return lambda run: run.summary.get(key)
-
-
-_KNOWN_SCALARS = {"confidence", "output_tokens", "throughput_tokens_per_s", "request_rate_per_s",
-                  "coalesced_fraction"}
+    return lambda run: (run.summary.model_extra or {}).get(key)
 
 
 def load_table(runs: list[LoadResult]) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:

@@ -19,7 +19,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 def json_schema() -> dict[str, Any]:
     """The schema of a version-1 results document, as generated from the model."""
-    from pytest_inferaccept.report.model import SCHEMA_ID, RunDocument
+    from pytest_inferaccept.model import SCHEMA_ID, RunDocument
 
     generated = RunDocument.model_json_schema(by_alias=True, mode="validation")
     generated["title"] = "pytest-inferaccept results"

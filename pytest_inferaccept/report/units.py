@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
+
+from pytest_inferaccept.model import LoadSpec
 
 _LATENCY = re.compile(r"^(ttft|itl|tpot|e2e)_")
 _FRACTIONS = ("error_rate", "goodput_min")
@@ -74,23 +77,22 @@ def fmt_number(value: Any) -> str:
     return str(value) if isinstance(value, int) else f"{value:.4g}"
 
 
-def spec_label(spec: dict[str, Any]) -> str:
+def spec_label(spec: LoadSpec | Mapping[str, Any]) -> str:
     """What a load run asked for, in words: 'concurrency 8, 200 requests'."""
+    ask = spec if isinstance(spec, LoadSpec) else LoadSpec.model_validate(spec)
     parts: list[str] = []
-    if spec.get("concurrency") is not None:
-        parts.append(f"concurrency {spec['concurrency']}")
-    if spec.get("rate") is not None:
-        parts.append(f"{fmt_number(spec['rate'])} requests/s")
-    if spec.get("requests") is not None:
-        parts.append(f"{spec['requests']} requests")
-    if spec.get("duration") is not None:
-        parts.append(f"{fmt_number(spec['duration'])} s")
-    workload = spec.get("workload")
-    if isinstance(workload, dict):
+    if ask.concurrency is not None:
+        parts.append(f"concurrency {ask.concurrency}")
+    if ask.rate is not None:
+        parts.append(f"{fmt_number(ask.rate)} requests/s")
+    if ask.requests is not None:
+        parts.append(f"{ask.requests} requests")
+    if ask.duration is not None:
+        parts.append(f"{fmt_number(ask.duration)} s")
+    workload = ask.workload
+    if workload is not None:
         # The load engine describes a workload as a mapping: name its kind and its lengths.
         kind = workload.get("type") or workload.get("path") or workload.get("name") or "custom"
         lengths = ", ".join(f"{key} {workload[key]}" for key in ("input", "output") if workload.get(key))
         parts.append(f"{kind} workload" + (f" ({lengths})" if lengths else ""))
-    elif workload:
-        parts.append(f"workload {workload}")
     return ", ".join(parts) if parts else "one load run"

@@ -10,11 +10,11 @@ from datetime import datetime
 
 from pytest_inferaccept.capabilities import CAPABILITIES
 from pytest_inferaccept.expectations import check_id
+from pytest_inferaccept.model import AnswerConsistency, CheckResult, GatePolicy, RunDocument
 from pytest_inferaccept.report import words
 from pytest_inferaccept.report.capacity_view import ScenarioView, capacity_views
 from pytest_inferaccept.report.evidence_view import EvidenceView, evidence_view
 from pytest_inferaccept.report.load_table import load_table
-from pytest_inferaccept.report.model import CheckResult, RunDocument
 from pytest_inferaccept.report.units import (
     fmt_limit,
     fmt_margin,
@@ -98,6 +98,18 @@ class CapabilityView:
     status: str
     probe: str
     tests: str
+    href: str
+    models: tuple[Link, ...] = ()
+    """With --all-models: each model's status (in `Page.models` order), linked to its first bad check."""
+
+
+@dataclass(frozen=True)
+class ModelChecksView:
+    """One model's core checks (--all-models): how many ran to which outcome."""
+
+    counts: str
+    status: str
+    """passed or failed: the pill the cell wears."""
     href: str
 
 
@@ -208,6 +220,10 @@ class Page:
     """The capacity scenarios (ladder, sweep, soak, push); empty without one (no section is drawn)."""
     failed_checks: tuple[Link, ...] = ()
     """A NO-GO's failed checks one by one (test id and message), behind the box's distinct findings."""
+    models: tuple[str, ...] = ()
+    """With --all-models: the models the capability table has a column for; empty otherwise."""
+    model_checks: tuple[ModelChecksView, ...] = ()
+    """Each model's core checks, in `models` order (the table's first row)."""
 
 
 def anchor(nodeid: str) -> str:
@@ -327,6 +343,42 @@ def _box(doc: RunDocument, checks: dict[str, CheckView],
     return tuple(box), tuple(failed)
 
 
+def _models(doc: RunDocument) -> tuple[str, ...]:
+    """The models of the per-model columns (--all-models), as the capability matrix orders them."""
+    return next((tuple(row.models) for row in doc.capabilities.values() if row.models), ())
+
+
+def _model_checks(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[ModelChecksView, ...]:
+    cells: list[ModelChecksView] = []
+    for model in _models(doc):
+        tally: dict[str, int] = {}
+        bad = ""
+        for test in doc.tests:
+            if test.model != model:
+                continue
+            tally[test.outcome] = tally.get(test.outcome, 0) + 1
+            if not bad and test.outcome in JUDGED_BAD and test.nodeid in checks:
+                bad = f"#{checks[test.nodeid].anchor}"
+        cells.append(ModelChecksView(
+            counts=", ".join(f"{n} {outcome}" for outcome, n in sorted(tally.items())) or "none ran",
+            status="failed" if bad else ("passed" if tally.get("passed") else "not-exercised"), href=bad))
+    return tuple(cells)
+
+
+def _model_statuses(doc: RunDocument, name: str, statuses: dict[str, str] | None,
+                    checks: dict[str, CheckView]) -> tuple[Link, ...]:
+    """One capability's status per model, each linked to that model's first bad check of it."""
+    if not statuses:
+        return ()
+    links: list[Link] = []
+    for model in _models(doc):
+        bad = next((checks[t.nodeid] for t in doc.tests if t.model == model and name in t.capabilities
+                    and t.nodeid in checks and checks[t.nodeid].outcome in JUDGED_BAD
+                    and not checks[t.nodeid].cause_href), None)
+        links.append(Link(text=statuses.get(model, "not exercised"), href=f"#{bad.anchor}" if bad else ""))
+    return tuple(links)
+
+
 def _capabilities(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[CapabilityView, ...]:
     rows: list[CapabilityView] = []
     for name, row in doc.capabilities.items():
@@ -338,7 +390,8 @@ def _capabilities(doc: RunDocument, checks: dict[str, CheckView]) -> tuple[Capab
             probe=row.probe.detail if row.probe else ("not probed: required checks must pass"
                                                       if row.required else ""),
             tests=", ".join(f"{count} {outcome}" for outcome, count in sorted(row.tests.items())),
-            href=f"#{broken[0].anchor}" if broken else ""))
+            href=f"#{broken[0].anchor}" if broken else "",
+            models=_model_statuses(doc, name, dict(row.models) if row.models else None, checks)))
     return tuple(rows)
 
 
@@ -407,9 +460,9 @@ def _version_summary(info: dict[str, object]) -> str:
 def _conditions(doc: RunDocument) -> tuple[tuple[str, str], ...]:
     c, s, server = doc.conditions, doc.conditions.settings, doc.server
     slo_profile = sorted({f"{k} {fmt_limit(k, v)}" for t in doc.tests for k, v in (t.slo or {}).items()})
-    session_slo = (s.load or {}).get("slo") or {}
-    if session_slo:
-        source = (s.load or {}).get("slo_source") or "--slo"
+    session_slo = (s.load.slo if s.load is not None else None) or {}
+    if session_slo and s.load is not None:
+        source = s.load.slo_source or "--slo"
         slo_profile.insert(0, ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in session_slo.items())
                            + f" (for load tests without a marker; from {source})")
     rows: list[tuple[str, str]] = [
@@ -465,44 +518,38 @@ def _prompts(doc: RunDocument) -> dict[str, str]:
     return out
 
 
-def _answers(doc: RunDocument, section: dict[str, object]) -> tuple[str, tuple[AnswerChangeView, ...],
-                                                                   tuple[tuple[str, str, bool], ...]]:
-    compared, identical = section.get("compared"), section.get("identical")
-    rate, threshold = section.get("exact_match_rate"), section.get("threshold")
+def _answers(doc: RunDocument, section: AnswerConsistency) -> tuple[str, tuple[AnswerChangeView, ...],
+                                                                    tuple[tuple[str, str, bool], ...]]:
+    compared, identical = section.compared, section.identical
+    rate, threshold = section.exact_match_rate, section.threshold
     summary = ""
-    if isinstance(compared, int) and compared:
+    if compared:
         summary = (f"{identical} of {compared} answers identical to the baseline's"
-                   + (f" ({rate * 100:.0f}% exact match)" if isinstance(rate, (int, float)) else "")
-                   + (f"; a changed answer drifts below similarity {threshold:g}"
-                      if isinstance(threshold, (int, float)) else "")
-                   + f"; drift policy: {section.get('policy') or 'warn'}.")
+                   + (f" ({rate * 100:.0f}% exact match)" if rate is not None else "")
+                   + (f"; a changed answer drifts below similarity {threshold:g}" if threshold is not None
+                      else "")
+                   + f"; drift policy: {section.policy or 'warn'}.")
     prompts = _prompts(doc)
-    changed = section.get("changed")
     rows = tuple(AnswerChangeView(
-        id=str(c.get("id")), prompt=prompts.get(str(c.get("id")), ""), before=str(c.get("before") or ""),
-        after=str(c.get("after") or ""), drifted=bool(c.get("drifted")),
-        similarity=f"{c['similarity']:.2f}" if isinstance(c.get("similarity"), (int, float)) else "—")
-        for c in (changed if isinstance(changed, list) else []) if isinstance(c, dict))
-    embedded = section.get("embeddings")
-    cosines = tuple((str(e.get("id")), f"{e['cosine']:.4f}" if isinstance(e.get("cosine"), (int, float))
-                     else "vectors of different length", bool(e.get("drifted")))
-                    for e in (embedded if isinstance(embedded, list) else []) if isinstance(e, dict))
+        id=c.id, prompt=prompts.get(c.id, ""), before=c.before, after=c.after, drifted=c.drifted,
+        similarity=f"{c.similarity:.2f}" if c.similarity is not None else "—")
+        for c in section.changed)
+    cosines = tuple((e.id, f"{e.cosine:.4f}" if e.cosine is not None else "vectors of different length",
+                     e.drifted) for e in section.embeddings)
     return summary, rows, cosines
 
 
-def _policy(policy: dict[str, object]) -> str:
+def _policy(policy: GatePolicy) -> str:
     """The tolerances and the answer-drift policy the comparison used, as one line."""
     parts: list[str] = []
-    tolerances = policy.get("tolerances")
-    if isinstance(tolerances, dict) and tolerances:
+    if policy.tolerances:
         parts.append("tolerances: " + ", ".join(
             f"{key} {value * 100:g}{' points' if key in ('error_rate', 'goodput') else '%'}"
-            for key, value in tolerances.items() if isinstance(value, (int, float))))
-    if policy.get("answer_drift"):
-        parts.append(f"answer drift: {policy['answer_drift']}")
-    threshold = policy.get("answer_threshold")
-    if isinstance(threshold, (int, float)):
-        parts.append(f"answer similarity threshold {threshold:g}")
+            for key, value in policy.tolerances.items()))
+    if policy.answer_drift:
+        parts.append(f"answer drift: {policy.answer_drift}")
+    if policy.answer_threshold is not None:
+        parts.append(f"answer similarity threshold {policy.answer_threshold:g}")
     return "; ".join(parts)
 
 
@@ -511,9 +558,9 @@ def _baseline(doc: RunDocument, checks: dict[str, CheckView]) -> BaselineView | 
     if section is None:
         return None
     run = section.run
-    about = tuple((label, _shown(run.get(key))) for label, key in (
-        ("model", "model"), ("server version", "server_version"), ("plugin", "plugin_version"),
-        ("client host", "client_host")) if run.get(key) is not None)
+    about = tuple((label, _shown(value)) for label, value in (
+        ("model", run.model), ("server version", run.server_version), ("plugin", run.plugin_version),
+        ("client host", run.client_host)) if value is not None)
     evidence = {check_id(nodeid): f"#{view.anchor}" for nodeid, view in checks.items() if view.finding}
     changes = [ChangeView(kind=CHANGE_KINDS.get(c.kind, c.kind), status=c.status, text=c.detail,
                           href=evidence.get(c.item, "") if c.kind == "check" else "")
@@ -523,15 +570,14 @@ def _baseline(doc: RunDocument, checks: dict[str, CheckView]) -> BaselineView | 
                         for number, c in enumerate((c for c in changes if c.status == "regression"), start=1))
     good = sorted((c for c in changes if c.status == "improvement"),
                   key=lambda c: GOOD_NEWS_ORDER.get(c.kind, len(GOOD_NEWS_ORDER)))
-    flagged = [ChangeView(kind="condition", status=str(d.get("effect") or "flagged"),
-                          text=f"{d.get('label') or d.get('key')}: {_shown(d.get('before'))} → "
-                               f"{_shown(d.get('after'))}" + (UNTRUSTED_NOTE if d.get("effect") == "untrusted"
-                                                              else ""))
+    flagged = [ChangeView(kind="condition", status=d.effect or "flagged",
+                          text=f"{d.label or d.key}: {_shown(d.before)} → "
+                               f"{_shown(d.after)}" + (UNTRUSTED_NOTE if d.effect == "untrusted" else ""))
                for d in section.conditions]
     flagged += [c for c in changes if c.status == "untrusted"]
     flagged += [c for c in changes
                 if c.status == "changed" and c.kind not in ("/metrics", "answer", "embedding")]
-    answers_summary, answers, cosines = _answers(doc, section.answers or {})
+    answers_summary, answers, cosines = _answers(doc, section.answers or AnswerConsistency())
     policy = _policy(section.policy)
     if section.error:
         headline = ("The baseline could not be used, so this run cannot say whether anything got worse "
@@ -539,8 +585,8 @@ def _baseline(doc: RunDocument, checks: dict[str, CheckView]) -> BaselineView | 
     else:
         headline = words.baseline_sentence(doc) or ""
     return BaselineView(
-        path=section.path or "not given", date=words.run_date(run.get("started_at")),
-        verdict=str(run.get("verdict") or "unknown"), about=about, error=section.error or "",
+        path=section.path or "not given", date=words.run_date(run.started_at),
+        verdict=run.verdict or "unknown", about=about, error=section.error or "",
         headline=headline, untrusted=tuple(section.untrusted_because), regressions=regressions,
         improvements=tuple(good), flagged=tuple(flagged),
         metrics=tuple(c for c in changes if c.kind == "/metrics"),
@@ -585,4 +631,6 @@ def build_page(doc: RunDocument) -> Page:
         baseline=since,
         capacity=capacity_views(doc, lambda test: f"#{anchor(test.nodeid)}"),
         failed_checks=failed_checks,
+        models=_models(doc),
+        model_checks=_model_checks(doc, checks),
     )

@@ -8,24 +8,24 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from pytest_inferaccept.capabilities import CAPABILITIES
-from pytest_inferaccept.report.model import (
+from pytest_inferaccept.model import (
     CapacityScenario,
     CapacityStep,
     CheckResult,
     LoadResult,
+    LoadSelfcheck,
     RunDocument,
     SloRow,
 )
+from pytest_inferaccept.report.capacity_kinds import Sentences, kind_of, level_words
 from pytest_inferaccept.report.units import fmt_limit, fmt_value, spec_label, status_class
 
 MAX_LISTED = 5
-SCENARIO_ORDER = ("ladder", "sweep", "soak", "push", "push_length")
-"""The order the capacity sentences are told in: how many users first, then how it holds and breaks."""
 _PERCENTILE_KEY = re.compile(r"^(ttft|e2e|itl|tpot)_(p\d+|mean|max)$")
 _METRIC_WORDS = {"ttft": "TTFT", "e2e": "end-to-end", "itl": "ITL", "tpot": "TPOT"}
 _KEY_WORDS = {"error_rate": "error rate", "throughput_min": "throughput", "request_rate_min": "request rate",
@@ -91,8 +91,8 @@ def _load_sentence(test: CheckResult, run: LoadResult) -> str:
 
 def _ladder_sentence(test: CheckResult) -> str | None:
     """One sentence for a test that ran several concurrency levels: how far it stays within the SLOs."""
-    levels = sorted((run.spec["concurrency"], run) for run in test.load
-                    if isinstance(run.spec.get("concurrency"), int) and run.slo is not None)
+    levels = sorted((run.spec.concurrency, run) for run in test.load
+                    if run.spec.concurrency is not None and run.slo is not None)
     if len(levels) < 2 or len(levels) != len(test.load):
         return None
     name = short_name(test.nodeid)
@@ -283,7 +283,7 @@ def baseline_sentence(doc: RunDocument) -> str | None:
         which = f"The baseline {section.path}" if section.path else "The baseline"
         return (f"{which} could not be used ({first_line(section.error)}), so this run cannot say whether "
                 "anything got worse since the last accepted run.")
-    head = f"Compared with the run of {run_date(section.run.get('started_at'))}"
+    head = f"Compared with the run of {run_date(section.run.started_at)}"
     regressions = section.regressions
     if regressions:
         shown = "; ".join(first_line(r, 200) for r in regressions[:MAX_LISTED])
@@ -317,11 +317,10 @@ def limitations(doc: RunDocument) -> list[str]:
         if reasons:
             out.append(f"Client-bound in {where}: {'; '.join(reasons)}. Those numbers describe the client, "
                        "not the server.")
-        usage = run.summary.get("usage")
-        if isinstance(usage, dict) and usage.get("without_usage"):
-            note = usage.get("note") or ("output tokens were counted from the streamed content events "
-                                         "instead")
-            out.append(f"The server sent no usage for {usage['without_usage']} requests in {where}: {note}")
+        usage = run.summary.usage
+        if usage is not None and usage.without_usage:
+            note = usage.note or "output tokens were counted from the streamed content events instead"
+            out.append(f"The server sent no usage for {usage.without_usage} requests in {where}: {note}")
         if run.slo and (run.slo.point_estimate or any(r.basis == "point_estimate" for r in run.slo.rows)):
             out.append(f"The SLOs in {where} were judged on the point estimate, not on its confidence "
                        "interval (as asked): a pass there is weaker evidence.")
@@ -358,14 +357,15 @@ def limitations(doc: RunDocument) -> list[str]:
     return out
 
 
-def _bottleneck(selfcheck: dict[str, object]) -> list[str]:
+def _bottleneck(selfcheck: LoadSelfcheck) -> list[str]:
     """Why the client, not the server, limited a load run (the load engine's sentences)."""
+    given = selfcheck.model_extra or {}
     for key in ("bottleneck_reasons", "reasons"):
-        found = selfcheck.get(key)
+        found = given.get(key)
         if isinstance(found, list) and found:
             return [str(reason) for reason in found]
-    if selfcheck.get("client_bound"):
-        return [str(selfcheck.get("reason") or "the client could not keep the asked load")]
+    if selfcheck.client_bound:
+        return [str(given.get("reason") or "the client could not keep the asked load")]
     return []
 
 
@@ -385,11 +385,9 @@ def slo_of(doc: RunDocument, test: CheckResult) -> dict[str, float]:
     """The SLO a test's load was judged against: its marker's, else the session's --slo."""
     if test.slo:
         return dict(test.slo)
-    session = (doc.conditions.settings.load or {}).get("slo")
-    if not isinstance(session, Mapping):
-        return {}
-    return {str(k): float(v) for k, v in session.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    load = doc.conditions.settings.load
+    session = load.slo if load is not None else None
+    return {str(k): float(v) for k, v in (session or {}).items()}
 
 
 def key_words(key: str) -> str:
@@ -403,21 +401,6 @@ def key_words(key: str) -> str:
 def slo_words(slo: Mapping[str, float]) -> str:
     """The limits as words: 'TTFT p95 ≤ 300 ms, error rate ≤ 5 %'."""
     return ", ".join(f"{key_words(k)} {fmt_limit(k, v)}" for k, v in slo.items())
-
-
-def level_words(kind: str, level: float) -> str:
-    """A scenario's level as the terminal prints it: 'c=8', '4.5 req/s', '2048 tokens'."""
-    if kind == "sweep":
-        return f"{level:g} req/s"
-    if kind == "push_length":
-        return f"{level:g} tokens"
-    return f"c={level:g}"
-
-
-def _amount(kind: str, level: float) -> str:
-    if kind == "sweep":
-        return f"{level:g} requests/s"
-    return f"{level:g} concurrent user{'' if level == 1 else 's'}"
 
 
 def statuses_words(statuses: Mapping[str, int]) -> str:
@@ -452,6 +435,7 @@ def _sentence(text: str) -> str:
 def _climb_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[str]:
     """The ladder's (or sweep's) answer: how far it stays within the SLOs, and what happens past the knee."""
     kind, found, steps = scenario.kind, scenario.findings, scenario.steps
+    unit = kind_of(kind).unit
     if not steps:
         return [_sentence(scenario.headline or f"the {kind} measured no level")]
     if scenario.status == "invalid" and scenario.reasons:
@@ -459,24 +443,22 @@ def _climb_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScen
     slo = slo_of(doc, test)
     best = found.max_slo_level
     knee = found.knee.level if found.knee is not None else None
-    verb, users = ("Serves", "concurrent users") if kind != "sweep" else ("Sustains", "requests/s")
     if not slo:
         head = f"No SLO was given, so the {kind} judges no level"
     elif best is not None:
-        head = f"{verb} {_amount(kind, best)} within your SLOs ({slo_words(slo)})"
+        head = f"{unit.serves} {unit.amount(best)} within your SLOs ({slo_words(slo)})"
     elif steps[0].slo_status == "fail":
-        head = f"Misses your SLOs ({slo_words(slo)}) even at {_amount(kind, steps[0].level)}"
+        head = f"Misses your SLOs ({slo_words(slo)}) even at {unit.amount(steps[0].level)}"
     else:
-        head = (f"Cannot tell how many {users} the server serves within your SLOs ({slo_words(slo)}): "
+        head = (f"Cannot tell how many {unit.users} the server serves within your SLOs ({slo_words(slo)}): "
                 f"{first_line(found.max_slo_reason or 'no level could be judged', 200)}")
     if knee is not None:
         at_knee = next((e for e in scenario.explanations if e.level == knee and e.kind in _KNEE_WORDS), None)
         why = _KNEE_WORDS[at_knee.kind] if at_knee else "throughput stops growing while latency climbs"
-        where = f"{knee:g}" if kind != "sweep" else f"{knee:g} requests/s"
-        tail = f"beyond {where}, {why}"
+        tail = f"beyond {unit.bare.format(knee)}, {why}"
     else:
-        tail = (f"throughput kept growing up to {_amount(kind, steps[-1].level)} (no knee within the "
-                f"{'levels' if kind != 'sweep' else 'rates'} measured)")
+        tail = (f"throughput kept growing up to {unit.amount(steps[-1].level)} (no knee within the "
+                f"{unit.steps} measured)")
     out = [f"{head}; {tail}."]
     above = next((s for s in steps if best is not None and s.level > best), None) if slo else None
     if above is not None:
@@ -491,18 +473,17 @@ def _climb_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScen
         if failed and "error_rate" not in slo:
             figures.append(failed)
         if figures:
-            out.append(f"At {_amount(kind, above.level)}: {', '.join(figures)}.")
+            out.append(f"At {unit.amount(above.level)}: {', '.join(figures)}.")
     out += [_sentence(e.text) for e in scenario.explanations if e.kind == "kv_cache_full" and e.text]
     return out
 
 
-def _soak_sentence(scenario: CapacityScenario) -> str:
+def _soak_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[str]:
     """How the soak went: each check in a few words, the failing ones with their figures."""
-    params = scenario.params
-    duration, concurrency = params.get("duration_s"), params.get("concurrency")
+    duration, concurrency = scenario.params.duration_s, scenario.params.concurrency
     head = "Over the soak"
-    if isinstance(duration, (int, float)) and isinstance(concurrency, (int, float)):
-        head = f"Over a {duration:g} s soak at {_amount('soak', concurrency)}"
+    if duration is not None and concurrency is not None:
+        head = f"Over a {duration:g} s soak at {kind_of(scenario.kind).unit.amount(concurrency)}"
     calm = {"ttft_drift": "TTFT stable", "e2e_drift": "end-to-end latency stable",
             "memory_growth": "memory stable", "gpu_memory_growth": "GPU memory stable",
             "errors": "no request failed"}
@@ -530,64 +511,70 @@ def _soak_sentence(scenario: CapacityScenario) -> str:
             else:
                 parts.append(first_line(check.text or f"{what.get(name, name)}: {check.status}", 200))
     if not parts:
-        return _sentence(scenario.headline or "the soak judged nothing")
+        return [_sentence(scenario.headline or "the soak judged nothing")]
     plan = (scenario.findings.model_extra or {}).get("soak_needed_text")
     if isinstance(plan, str) and plan:  # the soak was shorter than one that could find a leak in time
         parts.append(plan)
-    return f"{head}: {('; ' if bad or any(p.count(' ') > 6 for p in parts) else ', ').join(parts)}."
+    return [f"{head}: {('; ' if bad or any(p.count(' ') > 6 for p in parts) else ', ').join(parts)}."]
 
 
-def _push_sentence(scenario: CapacityScenario) -> str:
+def _push_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[str]:
     """Where pushing broke the server and whether it shed load gracefully."""
+    unit = kind_of(scenario.kind).unit
     boundary = scenario.findings.boundary
     if boundary is None or boundary.level is None:
         top = scenario.steps[-1].level if scenario.steps else None
-        reach = f" up to {_amount('push', top)}" if top is not None else ""
-        return f"Pushed{reach}, the server did not break: the boundary is above what was pushed."
-    at = _amount("push", boundary.level)
+        reach = f" up to {unit.amount(top)}" if top is not None else ""
+        return [f"Pushed{reach}, the server did not break: the boundary is above what was pushed."]
+    at = unit.amount(boundary.level)
     if boundary.graceful and boundary.failed:
         median = (f", median rejection {fmt_value('ttft_p50', boundary.rejection_median_s)}"
                   if boundary.rejection_median_s is not None else "")
-        return (f"Pushed past capacity, it sheds load gracefully at {at}: {boundary.shed} rejected with "
+        return [f"Pushed past capacity, it sheds load gracefully at {at}: {boundary.shed} rejected with "
                 f"{', '.join(f'HTTP {s}' for s in sorted(boundary.statuses))} ({boundary.retry_after} with "
                 f"Retry-After){median}, "
-                "and it answers afterwards.")
+                "and it answers afterwards."]
     if boundary.graceful:
         why = boundary.why or "latency past the breaker"
-        return (f"Pushed past capacity, it queues rather than rejecting at {at} ({why}), and it answers "
-                "afterwards.")
+        return [f"Pushed past capacity, it queues rather than rejecting at {at} ({why}), and it answers "
+                "afterwards."]
     problems = "; ".join(boundary.problems) or "errors other than 429 or 503"
-    return f"Pushed past capacity, it falls over at {at} instead of shedding load: {problems}."
+    return [f"Pushed past capacity, it falls over at {at} instead of shedding load: {problems}."]
+
+
+def _refusal_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[str]:
+    """Where long prompts were refused, and how: the headline, then the reasons it does not say."""
+    return [_sentence(scenario.headline or "the prompt-length push measured nothing"),
+            *[_sentence(r) for r in scenario.reasons if r.strip() != scenario.headline.strip()]]
+
+
+def _headline_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[str]:
+    """Any other scenario: its kind, its check and its headline."""
+    said = scenario.headline or scenario.status
+    return [_sentence(f"{scenario.kind} ({short_name(test.nodeid)}): {said}")]
+
+
+CAPACITY_SENTENCES: dict[Sentences, Callable[[RunDocument, CheckResult, CapacityScenario], list[str]]] = {
+    "climb": _climb_sentences, "soak": _soak_sentences, "push": _push_sentences,
+    "refusal": _refusal_sentences, "headline": _headline_sentences,
+}
+"""How the answer tells each reading of report/capacity_kinds.py."""
 
 
 def capacity_sentences(doc: RunDocument) -> list[str]:
     """The capacity scenarios in plain words: the ladder's answer first, then the sweep, soak and pushes."""
-    ranked = sorted(capacity_scenarios(doc), key=lambda pair: SCENARIO_ORDER.index(pair[1].kind)
-                    if pair[1].kind in SCENARIO_ORDER else len(SCENARIO_ORDER))
-    out: list[str] = []
-    for test, scenario in ranked:
-        if scenario.kind in ("ladder", "sweep"):
-            out += _climb_sentences(doc, test, scenario)
-        elif scenario.kind == "soak":
-            out.append(_soak_sentence(scenario))
-        elif scenario.kind == "push":
-            out.append(_push_sentence(scenario))
-        elif scenario.kind == "push_length":
-            out.append(_sentence(scenario.headline or "the prompt-length push measured nothing"))
-            out += [_sentence(r) for r in scenario.reasons if r.strip() != scenario.headline.strip()]
-        else:
-            said = scenario.headline or scenario.status
-            out.append(_sentence(f"{scenario.kind} ({short_name(test.nodeid)}): {said}"))
-    return out
+    ranked = sorted(capacity_scenarios(doc), key=lambda pair: kind_of(pair[1].kind).order)
+    return [sentence for test, scenario in ranked
+            for sentence in CAPACITY_SENTENCES[kind_of(scenario.kind).sentences](doc, test, scenario)]
 
 
 def _capacity_limitations(doc: RunDocument) -> list[str]:
     """What the capacity scenarios could not show: client-bound steps, levels that could not be judged."""
     out: list[str] = []
-    load = doc.conditions.settings.load or {}
+    load = doc.conditions.settings.load
     judged = [short_name(t.nodeid) for t, scenario in capacity_scenarios(doc)
               if any(step.slo_status for step in scenario.steps)]
-    if load.get("slo_judge") == "point" and judged:
+    if load is not None and load.slo_judge == "point" and judged:
         out.append(f"The SLOs in {_series(sorted(set(judged)))} were judged on the point estimate, not on "
                    "its confidence interval (--slo-judge point): a level that passes there is weaker "
                    "evidence.")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_inferaccept.checks.chat import error_envelope
+from pytest_inferaccept.checks.sse import data_texts
 from pytest_inferaccept.robustness.cases import Case
 from pytest_inferaccept.robustness.config import PolicyName
 
@@ -64,7 +65,7 @@ def _expected(case: Case) -> str:
 def _usage_prompt_tokens(body: str) -> int | None:
     """usage.prompt_tokens from a JSON body or from the SSE events of a stream."""
     candidates = [body]
-    candidates += [line[5:].strip() for line in body.splitlines() if line.startswith("data:")]
+    candidates += [data.strip() for data in data_texts(body)]
     for text in reversed(candidates):
         try:
             data: Any = json.loads(text)
@@ -77,9 +78,9 @@ def _usage_prompt_tokens(body: str) -> int | None:
 
 
 def _stream_error(body: str) -> str | None:
-    for line in body.splitlines():
-        if line.startswith("data:") and '"error"' in line:
-            return line[5:].strip()[:200]
+    for data in data_texts(body):
+        if '"error"' in data:
+            return data.strip()[:200]
     return None
 
 

@@ -13,14 +13,14 @@ from pytest_inferaccept.answers import BUNDLED, SEED, AnswerPrompt, AnswersFileE
 from pytest_inferaccept.checks import require
 from pytest_inferaccept.checks.embeddings import embedding_items, float_vector, post_embeddings
 from pytest_inferaccept.evidence import Evidence, excerpt
-from pytest_inferaccept.keys import SESSION_KEY
+from pytest_inferaccept.settings import Settings
 
 DIGITS = 6
 """Embedding components are kept to 6 decimals: enough for a cosine to 1e-6, half the bytes."""
 
 
-def _prompts(config: pytest.Config) -> list[AnswerPrompt]:
-    path = config.stash[SESSION_KEY].settings.gate.answers_file
+def _prompts(settings: Settings) -> list[AnswerPrompt]:
+    path = settings.gate.answers_file
     if path is None:
         return list(BUNDLED)
     try:
@@ -31,10 +31,10 @@ def _prompts(config: pytest.Config) -> list[AnswerPrompt]:
 
 @pytest.mark.capability("chat")
 def test_fixed_prompts_are_answered_and_recorded(http_client: httpx.Client, model: str,
-                                                 request: pytest.FixtureRequest,
+                                                 inferaccept_settings: Settings,
                                                  inferaccept_evidence: Evidence) -> None:
     answers = []
-    for prompt in _prompts(request.config):
+    for prompt in _prompts(inferaccept_settings):
         resp = http_client.post("/v1/chat/completions", json={
             "model": model, "messages": list(prompt.messages), "temperature": 0, "seed": SEED,
             "max_tokens": prompt.max_tokens})
@@ -49,9 +49,9 @@ def test_fixed_prompts_are_answered_and_recorded(http_client: httpx.Client, mode
 
 @pytest.mark.capability("embeddings")
 def test_fixed_inputs_are_embedded_and_recorded(embedding_http_client: httpx.Client, embedding_model: str,
-                                                request: pytest.FixtureRequest,
+                                                inferaccept_settings: Settings,
                                                 inferaccept_evidence: Evidence) -> None:
-    prompts = [p for p in _prompts(request.config) if p.embed is not None]
+    prompts = [p for p in _prompts(inferaccept_settings) if p.embed is not None]
     inputs = [str(p.embed) for p in prompts]
     body = post_embeddings(embedding_http_client, {"model": embedding_model, "input": inputs,
                                                    "encoding_format": "float"})

@@ -8,15 +8,15 @@ import pytest
 from pytest_inferaccept.checks import require
 from pytest_inferaccept.checks.chat import error_envelope
 from pytest_inferaccept.evidence import Evidence, excerpt
-from pytest_inferaccept.keys import SESSION_KEY
+from pytest_inferaccept.settings import Settings
 
 pytestmark = pytest.mark.capability("auth")
 
 CHAT = "/v1/chat/completions"
 
 
-def _api_key(request: pytest.FixtureRequest) -> str:
-    key = request.config.stash[SESSION_KEY].settings.api_key
+def _api_key(settings: Settings) -> str:
+    key = settings.api_key
     if not key:
         pytest.skip("auth checks need the server's key: give --api-key")
     return key
@@ -58,13 +58,14 @@ def _check_refused(client: httpx.Client, model: str, key: str, authorization: st
                     excerpt(resp.text, 300))
 
 
-def test_request_without_a_key_is_refused(request: pytest.FixtureRequest, http_client: httpx.Client,
+def test_request_without_a_key_is_refused(inferaccept_settings: Settings, http_client: httpx.Client,
                                           model: str, inferaccept_evidence: Evidence) -> None:
-    _check_refused(http_client, model, _api_key(request), None, "without a key", inferaccept_evidence)
+    key = _api_key(inferaccept_settings)
+    _check_refused(http_client, model, key, None, "without a key", inferaccept_evidence)
 
 
-def test_request_with_a_wrong_key_is_refused(request: pytest.FixtureRequest, http_client: httpx.Client,
+def test_request_with_a_wrong_key_is_refused(inferaccept_settings: Settings, http_client: httpx.Client,
                                              model: str, inferaccept_evidence: Evidence) -> None:
-    key = _api_key(request)
+    key = _api_key(inferaccept_settings)
     _check_refused(http_client, model, key, f"Bearer {key}-wrong", "with a wrong key",
                    inferaccept_evidence)

@@ -29,6 +29,7 @@ def _body(model: str, **extra: Any) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.inferaccept_core
 def test_chat_completion_has_the_openai_shape(http_client: httpx.Client, model: str,
                                               inferaccept_evidence: Evidence) -> None:
     data = ok_json(http_client.post(CHAT, json=_body(model)), "chat completion")

@@ -13,17 +13,17 @@ import time
 from datetime import timedelta
 
 import httpx
-import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from pytest_inferaccept.checks import fail
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.robustness.cases import CHAT_PATH, JSON_TYPE, RequestSpec
 from pytest_inferaccept.robustness.config import ENV_FUZZ_SEED, PolicyName
-from pytest_inferaccept.robustness.harness import Harness, config_or_exit
 from pytest_inferaccept.robustness.policy import classify
 from pytest_inferaccept.robustness.strategies import FUZZ_CASE, FuzzRequest, fuzz_requests
 from pytest_inferaccept.server import ServerUnderTest
+from pytest_inferaccept.settings import Settings
+from pytest_inferaccept.suites._harness import Harness, config_or_exit
 
 
 def _seed(configured: int | None) -> int:
@@ -35,11 +35,12 @@ def _seed(configured: int | None) -> int:
     return random.SystemRandom().randrange(2**32)
 
 
-def test_generated_requests_never_break_the_server(request: pytest.FixtureRequest, http_client: httpx.Client,
+def test_generated_requests_never_break_the_server(inferaccept_settings: Settings, http_client: httpx.Client,
                                                    model: str, inferaccept_server: ServerUnderTest,
                                                    inferaccept_evidence: Evidence) -> None:
-    cfg = config_or_exit(request.config)
-    harness = Harness.for_test(request, cfg, http_client, model, inferaccept_server, inferaccept_evidence)
+    cfg = config_or_exit(inferaccept_settings)
+    harness = Harness.for_test(inferaccept_settings, cfg, http_client, model, inferaccept_server,
+                               inferaccept_evidence)
     run_seed = _seed(cfg.fuzz_seed)
     replay = f"replay with --fuzz-seed {run_seed} (or {ENV_FUZZ_SEED}={run_seed})"
     # the envelope is a property of every 4xx here: only lenient lets a foreign error body pass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -10,10 +12,14 @@ from pytest_inferaccept.checks.metrics import (
     PROFILES,
     Scrape,
     check_counters_monotonic,
+    check_old_names_count_along,
     check_operator_metrics,
     detect_profile,
     operator_metrics_table,
     parse_metrics,
+    rename_findings,
+    renamed_metrics,
+    stale_old_names,
 )
 from pytest_inferaccept.evidence import Evidence, excerpt
 from pytest_inferaccept.server import ServerUnderTest
@@ -77,5 +83,20 @@ def test_metrics_expose_what_operators_rely_on(http_client: httpx.Client, model:
         return
     table = operator_metrics_table(profile, scrape.names)
     inferaccept_evidence.record("operator_metrics", {"profile": profile, "metrics": table})
-    for warning in check_operator_metrics(table, profile):
+    renames = renamed_metrics(profile, scrape.names)
+    if renames:
+        inferaccept_evidence.record("renamed_metrics", renames)
+    notes, warnings = rename_findings(renames)
+    for note in notes:
+        inferaccept_evidence.note(note)
+    for warning in [*check_operator_metrics(table, profile), *warnings]:
         inferaccept_evidence.warn(warning)
+    if any(row["served"] == "both" for row in renames):
+        # An old name kept beside its new one must still count: compare both across a completion.
+        _traffic(http_client, model)
+        after = _scrape(http_client, inferaccept_evidence)
+        stale = stale_old_names(scrape, after, renames)
+        if stale:  # a server that publishes its counters late gets a second look
+            time.sleep(0.5)
+            stale = stale_old_names(scrape, _scrape(http_client, inferaccept_evidence), renames)
+        check_old_names_count_along(stale)

@@ -17,15 +17,16 @@ from pytest_inferaccept.checks import fail, require
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.robustness.cases import CASES_BY_ID, CATALOGUE, Case, Params, build
 from pytest_inferaccept.robustness.config import RobustnessConfig
-from pytest_inferaccept.robustness.harness import Budget, Harness, config_or_exit
 from pytest_inferaccept.robustness.policy import classify, error_shape
 from pytest_inferaccept.server import ServerUnderTest
+from pytest_inferaccept.settings import Settings
+from pytest_inferaccept.suites._harness import Budget, Harness, config_or_exit
 
 
 @pytest.fixture(scope="module")
-def robustness_config(request: pytest.FixtureRequest) -> RobustnessConfig:
+def robustness_config(inferaccept_settings: Settings) -> RobustnessConfig:
     """The robustness settings (status policy, budgets)."""
-    return config_or_exit(request.config)
+    return config_or_exit(inferaccept_settings)
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +36,11 @@ def suite_budget(robustness_config: RobustnessConfig) -> Budget:
 
 
 @pytest.fixture
-def harness(request: pytest.FixtureRequest, robustness_config: RobustnessConfig, http_client: httpx.Client,
+def harness(inferaccept_settings: Settings, robustness_config: RobustnessConfig, http_client: httpx.Client,
             model: str, inferaccept_server: ServerUnderTest, inferaccept_evidence: Evidence,
             suite_budget: Budget) -> Harness:
     """Clients, limits and evidence for one robustness check."""
-    return Harness.for_test(request, robustness_config, http_client, model, inferaccept_server,
+    return Harness.for_test(inferaccept_settings, robustness_config, http_client, model, inferaccept_server,
                             inferaccept_evidence, suite_budget)
 
 

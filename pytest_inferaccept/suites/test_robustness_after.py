@@ -12,18 +12,18 @@ import pytest
 
 from pytest_inferaccept.checks import require
 from pytest_inferaccept.evidence import Evidence
-from pytest_inferaccept.keys import SESSION_KEY
-from pytest_inferaccept.robustness.harness import config_or_exit
 from pytest_inferaccept.robustness.send import liveness
+from pytest_inferaccept.settings import Settings
+from pytest_inferaccept.suites._harness import config_or_exit
 
 pytestmark = pytest.mark.inferaccept_liveness
 
 
 def test_server_is_healthy_and_serving_after_the_robustness_suite(
-        request: pytest.FixtureRequest, http_client: httpx.Client, model: str,
+        inferaccept_settings: Settings, http_client: httpx.Client, model: str,
         inferaccept_evidence: Evidence) -> None:
-    settings = request.config.stash[SESSION_KEY].settings
-    limit = min(settings.request_timeout, config_or_exit(request.config).liveness_timeout)
+    settings = inferaccept_settings
+    limit = min(settings.request_timeout, config_or_exit(settings).liveness_timeout)
     try:
         health = http_client.get("/health", timeout=httpx.Timeout(limit, connect=settings.connect_timeout))
         health_seen = f"HTTP {health.status_code}"

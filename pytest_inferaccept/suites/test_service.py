@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from pytest_inferaccept.checks import require
 from pytest_inferaccept.checks.chat import ok_json
@@ -13,11 +14,13 @@ from pytest_inferaccept.evidence import Evidence, excerpt
 from pytest_inferaccept.server import ServerUnderTest
 
 
+@pytest.mark.inferaccept_core
 def test_models_endpoint_lists_the_model_under_test(http_client: httpx.Client, model: str) -> None:
     resp = http_client.get("/v1/models")
     check_models_list(resp.status_code, resp.json() if resp.status_code == 200 else resp.text, model)
 
 
+@pytest.mark.inferaccept_core
 def test_responses_name_a_listed_model(http_client: httpx.Client, model: str) -> None:
     listed = [m["id"] for m in http_client.get("/v1/models").json().get("data", [])]
     resp = http_client.post("/v1/chat/completions", json={

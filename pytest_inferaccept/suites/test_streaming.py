@@ -40,6 +40,7 @@ def _body(model: str, **extra: Any) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.inferaccept_core
 def test_stream_is_well_formed_sse_ending_with_done(http_client: httpx.Client, model: str,
                                                     inferaccept_evidence: Evidence) -> None:
     ctype, stream = open_stream(http_client, CHAT, _body(model, stream=True))

@@ -1,5 +1,6 @@
 """Tool calling: tool_choice auto / required / named / none, streamed deltas, parallel calls,
-tool-result turns and finish_reason, each call checked against the function's parameter schema."""
+the agent loop of tool results and answers, and finish_reason, each call checked against the
+function's parameter schema and every answer for leaked model syntax (think tags, Harmony markers)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,19 @@ import httpx
 import pytest
 
 from pytest_inferaccept.checks import fail, require
-from pytest_inferaccept.checks.generation import chat, post_chat
-from pytest_inferaccept.checks.tools import check_finish_reason, check_tool_calls, require_calls
+from pytest_inferaccept.checks.generation import CHAT_PATH, chat, post_chat, stream_chat
+from pytest_inferaccept.checks.reasoning import check_no_leak
+from pytest_inferaccept.checks.tools import (
+    check_finish_reason,
+    check_follow_up,
+    check_stream_ends_within,
+    check_tool_calls,
+    read_bounded,
+    require_calls,
+)
 from pytest_inferaccept.evidence import Evidence, excerpt
 from pytest_inferaccept.server import ServerUnderTest
+from pytest_inferaccept.settings import Settings
 
 WEATHER: dict[str, Any] = {"type": "function", "function": {
     "name": "get_weather",
@@ -31,6 +41,7 @@ TOOLS = [WEATHER, TIME]
 ASK_WEATHER = "What is the weather in Paris, in celsius?"
 # Naming the tool invites even a weak model (and the fake's auto mode) to call it.
 ASK_WEATHER_BY_NAME = "What is the weather in Paris, in celsius? Use get_weather."
+PARALLEL_PROMPT = "Use get_weather and get_time for Paris: I need the weather in celsius and the local time."
 MAX_TOKENS = 128
 MODES = [
     pytest.param(False, id="non-stream"),
@@ -55,6 +66,7 @@ def test_tool_choice_auto_gives_valid_calls_or_a_plain_answer(http_client: httpx
     result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "auto"), stream)
     calls = check_tool_calls(result, [WEATHER])
     inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
+    check_no_leak(result, "to a tool_choice auto request")
     if calls:
         check_finish_reason(result, ["tool_calls"], "after the model called a tool (tool_choice auto)")
     else:
@@ -95,6 +107,7 @@ def test_tool_choice_named_calls_that_function(http_client: httpx.Client, model:
 @pytest.mark.parametrize("stream", MODES)
 def test_tool_choice_none_gives_no_tool_calls(http_client: httpx.Client, model: str, stream: bool) -> None:
     result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "none"), stream)
+    check_no_leak(result, "to a tool_choice none request")
     require(not result.tool_calls, f"tool_choice is 'none' but the answer holds {len(result.tool_calls)} "
             "tool call(s)", excerpt(json.dumps(result.tool_calls), 400))
     check_finish_reason(result, ["stop", "length"], "with tool_choice 'none'")
@@ -121,8 +134,8 @@ def test_streamed_tool_call_equals_the_non_streamed_call(http_client: httpx.Clie
 def test_parallel_tool_calls_come_as_separate_calls(http_client: httpx.Client, model: str,
                                                     inferaccept_server: ServerUnderTest,
                                                     inferaccept_evidence: Evidence) -> None:
-    prompt = "Use get_weather and get_time for Paris: I need the weather in celsius and the local time."
-    result = post_chat(http_client, _body(model, prompt, "auto", tools=TOOLS, parallel_tool_calls=True))
+    result = post_chat(http_client, _body(model, PARALLEL_PROMPT, "auto", tools=TOOLS,
+                                          parallel_tool_calls=True))
     calls = check_tool_calls(result, TOOLS)
     inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
     if len(calls) < 2:
@@ -137,24 +150,98 @@ def test_parallel_tool_calls_come_as_separate_calls(http_client: httpx.Client, m
     check_finish_reason(result, ["tool_calls"], "after parallel tool calls")
 
 
+AGENT_ROUNDS = (("Paris", ASK_WEATHER), ("Berlin", "And in Berlin?"), ("Rome", "And what about Rome?"))
+"""The user's questions of the agent loop, each answered by a get_weather call and its result."""
+AGENT_MAX_TOKENS = 128
+
+
+def _tool_turn(call_id: str, name: str, args: dict[str, Any], output: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant turn calling one tool (content null) and the tool message answering it."""
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return [{"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": json.dumps(output)}]
+
+
 @pytest.mark.capability("tools")
-def test_a_tool_result_turn_gets_an_assistant_answer(http_client: httpx.Client, model: str) -> None:
-    args = json.dumps({"city": "Paris", "unit": "celsius"})
-    call = {"id": "call_weather_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": args}}
-    messages = [{"role": "user", "content": ASK_WEATHER},
-                {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "call_weather_1",
-                 "content": json.dumps({"temperature": 21, "unit": "celsius", "sky": "clear"})}]
-    body = {"model": model, "temperature": 0, "max_tokens": 48, "messages": messages, "tools": [WEATHER]}
-    result = post_chat(http_client, body)
-    require(result.message.get("role") == "assistant",
-            f"the answer's role is {result.message.get('role')!r}, expected 'assistant'", result.describe())
-    content = result.message.get("content")
-    require(isinstance(content, str) or result.tool_calls,
-            "the answer to a tool result has neither text content nor tool calls",
-            excerpt(json.dumps(result.message), 400))
-    check_finish_reason(result, ["stop", "length", "tool_calls"], "after a tool result")
+@pytest.mark.parametrize("stream", MODES)
+def test_agent_loop_gets_an_answer_after_every_tool_result(http_client: httpx.Client, model: str,
+                                                           stream: bool,
+                                                           inferaccept_evidence: Evidence) -> None:
+    # The loop an agent client runs: question, tool call, tool result sent back, answer; three rounds
+    # in one conversation. The calls are written here, so no model needs to choose them.
+    messages: list[dict[str, Any]] = []
+    seen: list[str] = []
+    for n, (city, question) in enumerate(AGENT_ROUNDS, 1):
+        messages.append({"role": "user", "content": question})
+        messages += _tool_turn(f"call_weather_{n}", "get_weather", {"city": city, "unit": "celsius"},
+                               {"city": city, "temperature": 18 + n, "unit": "celsius", "sky": "clear"})
+        body = {"model": model, "temperature": 0, "max_tokens": AGENT_MAX_TOKENS, "messages": list(messages),
+                "tools": [WEATHER], "tool_choice": "auto"}
+        result = chat(http_client, body, stream)
+        require(result.message.get("role") == "assistant",
+                f"the answer's role is {result.message.get('role')!r}, expected 'assistant'",
+                result.describe())
+        kind = check_follow_up(result, n, len(AGENT_ROUNDS))
+        seen.append(kind)
+        if kind == "tool calls":
+            # Another call is a step of the loop too: the client answers it before the next question.
+            check_tool_calls(result, [WEATHER])
+            messages.append({"role": "assistant", "content": None, "tool_calls": result.tool_calls})
+            messages += [{"role": "tool", "tool_call_id": str(call.get("id")),
+                          "content": json.dumps({"city": city, "temperature": 18 + n, "unit": "celsius"})}
+                         for call in result.tool_calls]
+        else:
+            messages.append({"role": "assistant", "content": result.text})
+        if kind == "cut":
+            inferaccept_evidence.note(f"round {n}: the answer was cut by max_tokens={AGENT_MAX_TOKENS} "
+                                      "before any content (finish_reason length)")
+    inferaccept_evidence.record("agent_rounds", seen)
+
+
+@pytest.mark.capability("parallel_tool_calls", "stream")
+def test_streamed_parallel_tool_calls_keep_one_index_per_call(http_client: httpx.Client, model: str,
+                                                              inferaccept_server: ServerUnderTest,
+                                                              inferaccept_evidence: Evidence) -> None:
+    result = stream_chat(http_client, _body(model, PARALLEL_PROMPT, "auto", tools=TOOLS,
+                                            parallel_tool_calls=True))
+    # check_tool_calls reads the fragments first: distinct indices, the name and type once per call.
+    calls = check_tool_calls(result, TOOLS)
+    inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
+    if len(calls) < 2:
+        seen = (f"asked for get_weather and get_time, the stream rebuilt {len(calls)} call(s): "
+                f"{[n for n, _ in calls]}")
+        if "parallel_tool_calls" not in inferaccept_server.required:
+            pytest.skip(f"unsupported: parallel_tool_calls: {seen}")
+        fail(f"no parallel tool calls in the stream: {seen}", result.describe())
+    names = sorted({n for n, _ in calls})
+    require(names == ["get_time", "get_weather"],
+            f"streamed parallel calls name {names}, expected both tools")
+    check_finish_reason(result, ["tool_calls"], "at the end of a stream of parallel tool calls")
+
+
+REQUIRED_MAX_TOKENS = 64
+
+
+@pytest.mark.capability("tool_choice_required", "stream")
+def test_tool_choice_required_stream_ends_within_max_tokens(http_client: httpx.Client, model: str,
+                                                            inferaccept_settings: Settings,
+                                                            inferaccept_evidence: Evidence) -> None:
+    # The read is capped well below the plugin's own bounds: 64 tokens of tool call never need 144 KB
+    # of stream, and a runaway is reported as this finding rather than as a timeout.
+    body = _body(model, ASK_WEATHER, "required", max_tokens=REQUIRED_MAX_TOKENS, stream=True)
+    max_bytes = 2048 * REQUIRED_MAX_TOKENS + 16384
+    with http_client.stream("POST", CHAT_PATH, json=body) as resp:
+        if resp.status_code != 200:
+            resp.read()
+            fail(f"streamed chat completion answered HTTP {resp.status_code}, expected 200",
+                 excerpt(resp.text, 600))
+        read = read_bounded(resp.iter_bytes(), max_bytes=max_bytes,
+                            seconds=0.8 * inferaccept_settings.request_timeout)
+    inferaccept_evidence.record("stream", {"bytes": len(read.raw), "seconds": round(read.seconds, 3),
+                                           "cut": read.cut})
+    result = check_stream_ends_within(read, REQUIRED_MAX_TOKENS,
+                                      "for a call forced by tool_choice 'required'")
+    inferaccept_evidence.record("finish_reason", result.finish_reason)
 
 
 @pytest.mark.capability("tool_choice_required")

@@ -8,16 +8,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_inferaccept.evidence import Evidence
-from pytest_inferaccept.keys import CAPACITY_KEY, EVIDENCE_KEY, LOAD_KEY, SESSION_KEY, SLO_KEY
+from pytest_inferaccept.plugin.keys import CAPACITY_KEY, EVIDENCE_KEY, LOAD_KEY, SESSION_KEY, SLO_KEY
 from pytest_inferaccept.server import ServerUnderTest
+from pytest_inferaccept.settings import Settings
 
 if TYPE_CHECKING:
     import httpx
     import openai
 
-    from pytest_inferaccept.capacity.scenarios import CapacityResult
     from pytest_inferaccept.loadgen import LoadGen
-    from pytest_inferaccept.run.load import LoadResult
 
 
 def _evidence(node: pytest.Item) -> Evidence:
@@ -27,14 +26,25 @@ def _evidence(node: pytest.Item) -> Evidence:
 @pytest.fixture(scope="session")
 def inferaccept_server(request: pytest.FixtureRequest) -> ServerUnderTest:
     """The server under test: base URL, model, capabilities, version info, log path."""
-    server: ServerUnderTest = request.config.stash[SESSION_KEY].server()
+    server: ServerUnderTest = request.config.stash[SESSION_KEY].servers.server()
     return server
 
 
 @pytest.fixture(scope="session")
-def model(inferaccept_server: ServerUnderTest) -> str:
-    """Name of the chat model under test (--model, or the first of /v1/models)."""
-    return inferaccept_server.model
+def inferaccept_settings(request: pytest.FixtureRequest) -> Settings:
+    """The run's resolved settings (command line, then ini, then environment); frozen."""
+    settings: Settings = request.config.stash[SESSION_KEY].settings
+    return settings
+
+
+@pytest.fixture(scope="session")
+def model(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest) -> str:
+    """Name of the chat model under test (--model, or the first of /v1/models).
+
+    With --all-models a core check gets each listed model in turn (its test id names it).
+    """
+    given = getattr(request, "param", None)
+    return str(given) if given is not None else inferaccept_server.model
 
 
 @pytest.fixture(scope="session")
@@ -52,14 +62,10 @@ def inferaccept_evidence(request: pytest.FixtureRequest) -> Evidence:
 
 
 def _client(request: pytest.FixtureRequest, base_url: str) -> httpx.Client:
-    from pytest_inferaccept.http import make_client
+    from pytest_inferaccept.http import client_for
 
-    settings = request.config.stash[SESSION_KEY].settings
     node = request.node
-    return make_client(base_url, api_key=settings.api_key,
-                       request_timeout=settings.request_timeout,
-                       connect_timeout=settings.connect_timeout,
-                       evidence=lambda: _evidence(node), max_bytes=settings.max_response_bytes)
+    return client_for(request.config.stash[SESSION_KEY].settings, base_url, evidence=lambda: _evidence(node))
 
 
 @pytest.fixture
@@ -97,34 +103,24 @@ def loadgen(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest)
     Every run is judged when the test ends against the test's @pytest.mark.slo (else the
     session's --slo / --slo-profile); `await loadgen.arun(...)` is the async twin.
     """
-    from pytest_inferaccept.loadgen import LoadGen
+    from pytest_inferaccept.loadgen import LoadGen, TestLedger
 
     session = request.config.stash[SESSION_KEY]
     node = request.node
     marker = node.stash.get(SLO_KEY, None)
-    kept = node.stash.setdefault(LOAD_KEY, [])
-
-    scenarios = node.stash.setdefault(CAPACITY_KEY, [])
-
-    def keep(result: LoadResult) -> None:
-        kept.append(result)
-        session.load_runs.append((result.label, result.run))
-
-    def keep_capacity(result: CapacityResult) -> None:
-        scenarios.append(result)
-        session.capacity_results.append(result)
-
+    ledger = TestLedger(runs=node.stash.setdefault(LOAD_KEY, []),
+                        scenarios=node.stash.setdefault(CAPACITY_KEY, []),
+                        records=session.ledger.load_runs, history=session.ledger.capacity_results,
+                        say=session.progress_line, mark_invalid=_evidence(node).mark_invalid)
+    servers = session.servers
     launched = None
     if inferaccept_server.launched:  # read the process's memory from /proc, also from an xdist worker
-        launched = session.processes[0].pid if session.processes else session.adopted_pid
+        launched = servers.processes[0].pid if servers.processes else servers.adopted_pid
     # Only the process that launched the server can restart it (an xdist worker only adopted it).
-    restart = session.restart_chat_server if inferaccept_server.launched and session.processes else None
+    restart = servers.restart_chat_server if inferaccept_server.launched and servers.processes else None
     return LoadGen(server=inferaccept_server, settings=session.settings,
-                   slo=marker or session.settings.load.slo, label=node.nodeid, keep=keep,
-                   bad_input=_evidence(node).mark_invalid, say=session.progress_line,
-                   keep_records=lambda label, run: session.load_runs.append((label, run)),
-                   keep_capacity=keep_capacity, launched_pid=launched,
-                   history=session.capacity_results, restart=restart)
+                   slo=marker or session.settings.load.slo, label=node.nodeid, ledger=ledger,
+                   launched_pid=launched, restart=restart)
 
 
 SERVER_FIXTURES: frozenset[str] = frozenset({

@@ -9,17 +9,16 @@ import httpx
 import pytest
 
 from pytest_inferaccept.evidence import Evidence
-from pytest_inferaccept.keys import SESSION_KEY
 from pytest_inferaccept.robustness.cases import RequestSpec
 from pytest_inferaccept.robustness.config import RobustnessConfig, load_config
 from pytest_inferaccept.robustness.curl import render_curl
 from pytest_inferaccept.robustness.send import Answer, liveness, send
 from pytest_inferaccept.server import ServerUnderTest
+from pytest_inferaccept.settings import Settings
 
 
-def config_or_exit(config: pytest.Config) -> RobustnessConfig:
+def config_or_exit(settings: Settings) -> RobustnessConfig:
     """The robustness settings resolved with the plugin's options (CLI, ini, then environment)."""
-    settings = config.stash[SESSION_KEY].settings
     if settings.robustness is not None:
         return settings.robustness
     try:
@@ -55,11 +54,10 @@ class Harness:
     budget: Budget | None = None
 
     @classmethod
-    def for_test(cls, request: pytest.FixtureRequest, config: RobustnessConfig, client: httpx.Client,
+    def for_test(cls, s: Settings, config: RobustnessConfig, client: httpx.Client,
                  model: str, server: ServerUnderTest, evidence: Evidence,
                  budget: Budget | None = None) -> Harness:
         """Build the harness from the session settings."""
-        s = request.config.stash[SESSION_KEY].settings
         return cls(config=config, server=server, chat_client=client, model=model, evidence=evidence,
                    request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
                    authenticated=bool(s.api_key), budget=budget)

@@ -8,34 +8,12 @@ import tempfile
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_inferaccept import _options
 from pytest_inferaccept.checks._base import CheckFailed
 from pytest_inferaccept.evidence import Evidence
-from pytest_inferaccept.fixtures import (  # noqa: F401 - registers the fixtures
-    ACCEPTANCE_FIXTURES,
-    SERVER_FIXTURES,
-    embedding_http_client,
-    embedding_model,
-    http_client,
-    inferaccept_evidence,
-    inferaccept_server,
-    loadgen,
-    model,
-    openai_client,
-)
-from pytest_inferaccept.keys import (
-    ACCEPTANCE_KEY,
-    CAPABILITY_KEY,
-    CAPACITY_KEY,
-    EVIDENCE_KEY,
-    LOAD_KEY,
-    SESSION_KEY,
-    SLO_KEY,
-)
 from pytest_inferaccept.markers import (
     CAPABILITY_SIGNATURE,
     SLO_SIGNATURE,
@@ -43,11 +21,37 @@ from pytest_inferaccept.markers import (
     parse_capabilities,
     parse_slo,
 )
+from pytest_inferaccept.plugin import options as _options
+from pytest_inferaccept.plugin.fixtures import (  # noqa: F401 - registers the fixtures
+    ACCEPTANCE_FIXTURES,
+    SERVER_FIXTURES,
+    embedding_http_client,
+    embedding_model,
+    http_client,
+    inferaccept_evidence,
+    inferaccept_server,
+    inferaccept_settings,
+    loadgen,
+    model,
+    openai_client,
+)
+from pytest_inferaccept.plugin.keys import (
+    ACCEPTANCE_KEY,
+    CAPABILITY_KEY,
+    CAPACITY_KEY,
+    EVIDENCE_KEY,
+    FINISHED_KEY,
+    LOAD_KEY,
+    SESSION_KEY,
+    SLO_KEY,
+)
+from pytest_inferaccept.run.session import AcceptanceSession
 from pytest_inferaccept.server import ServerUnavailable
-from pytest_inferaccept.session import AcceptanceSession
-from pytest_inferaccept.verdict import EXIT_CODES, Verdict
+from pytest_inferaccept.verdict import EXIT_CODES
 
-_VERDICT_KEY = pytest.StashKey[Verdict]()
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import Verdict
+
 _PAYLOAD_KEY = pytest.StashKey[dict[str, Any]]()
 
 
@@ -67,6 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", CAPABILITY_SIGNATURE)
     config.addinivalue_line("markers", "inferaccept_liveness: the test checks whether the server is "
                             "alive; it runs even after the server stopped answering")
+    config.addinivalue_line("markers", "inferaccept_core: a core conformance check; with --all-models it "
+                            "runs once for each chat model /v1/models lists")
     settings = _options.settings_from_config(config)
     # Each run logs into its own directory: a death message must never quote an earlier run.
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -90,15 +96,15 @@ def pytest_configure(config: pytest.Config) -> None:
     quiet = int(config.getoption("verbose", 0) or 0) < 0
     config.stash[SESSION_KEY] = AcceptanceSession(settings, log_dir, log, progress=silent if quiet else log)
     config.pluginmanager.register(_OutcomeCollector(config), "inferaccept-outcomes")
-    from pytest_inferaccept.report.pytest_html import register_if_wanted
+    from pytest_inferaccept.plugin.pytest_html import register_if_wanted
 
     register_if_wanted(config)  # only when pytest-html is installed and writes a report
-    from pytest_inferaccept import xdist
+    from pytest_inferaccept.plugin import xdist
 
     xdist.register(config)  # only when pytest-xdist is installed
     try:
         # Loaded here, not at import: pytest-asyncio is needed only where pytest runs.
-        from pytest_inferaccept import async_fixtures
+        from pytest_inferaccept.plugin import async_fixtures
     except ImportError:  # installed without its dependencies: the async fixtures are missing
         return
     config.pluginmanager.register(async_fixtures, "inferaccept-async-fixtures")
@@ -106,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Name the server under test, the model, the required capabilities and the SLO."""
-    from pytest_inferaccept.header import header_lines
+    from pytest_inferaccept.plugin.header import header_lines
 
     session = config.stash[SESSION_KEY]
     lines = header_lines(session.settings, session.scrubber)
@@ -121,7 +127,46 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop any server the run launched, whatever happened."""
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
-        session.stop()
+        session.servers.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """With --all-models, run each core check once for each chat model the server lists.
+
+    The server is reached here, at collection. When it cannot be, the check stays as it is: its
+    setup then ends the run INVALID, as without --all-models. Without the option nothing changes.
+    """
+    session = metafunc.config.stash.get(SESSION_KEY, None)
+    if (session is None or not session.settings.all_models or not session.settings.targets_server
+            or "model" not in metafunc.fixturenames
+            or metafunc.definition.get_closest_marker("inferaccept_core") is None
+            or _parametrizes(metafunc, "model")):
+        return
+    try:
+        server = session.servers.server()
+    except ServerUnavailable:
+        return
+    models = _chat_models(server.served_models, server.model, server.embedding_model)
+    # Function scope: the session-scoped `model` takes each name in turn without reordering the run.
+    metafunc.parametrize("model", models, indirect=True, ids=models, scope="function")
+
+
+def _chat_models(served: Sequence[str], under_test: str, embedding: str | None) -> list[str]:
+    """The models the core checks run against: those listed, less the embedding model, and the model
+    under test (also when --model names one the list leaves out)."""
+    chosen = [name for name in dict.fromkeys(served) if name != embedding or name == under_test]
+    return chosen if under_test in chosen else [*chosen, under_test]
+
+
+def _parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
+    """Does the test parametrize `name` itself (a second parametrization would be an error)?"""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(names, str):
+            names = [part.strip() for part in names.split(",")]
+        if name in names:
+            return True
+    return False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -153,7 +198,7 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
         if marked or (marked is None and (any(item.iter_markers("capability"))
                                           or any(item.iter_markers("slo"))
                                           or fixtures & ACCEPTANCE_FIXTURES)):
-            session.deselected.append(_test_id(item))
+            session.ledger.deselected.append(_test_id(item))
 
 
 def _test_id(item: pytest.Item) -> str:
@@ -172,18 +217,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if not (caps.names or set(getattr(item, "fixturenames", ())) & SERVER_FIXTURES):
         return
     try:
-        session.server()
+        session.servers.server()
     except ServerUnavailable as exc:
         pytest.exit(f"inferaccept: {exc}", returncode=EXIT_CODES["INVALID"])
     # A liveness check asks the server itself whether it is alive: it runs and judges even after
     # the run saw the server stop answering (its own failure then names what it found).
-    gone = None if item.get_closest_marker("inferaccept_liveness") else session.before_test(_test_id(item))
+    liveness = item.get_closest_marker("inferaccept_liveness")
+    gone = None if liveness else session.outages.before_test(_test_id(item))
     if gone:
         pytest.fail(gone, pytrace=False)
     for name in caps.names:
-        if session.is_required(name):
+        if session.capabilities.is_required(name):
             continue
-        probe = session.probe(name)
+        probe = session.capabilities.probe(name)
         if probe.status != "supported":
             pytest.skip(f"{probe.status}: {name}: {probe.detail}")
 
@@ -191,7 +237,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """After the test body: judge the load it ran against its SLO (a failure is the test's)."""
-    yield
+    from pytest_inferaccept.loadgen import NotApplicable
+
+    try:
+        yield
+    except NotApplicable as exc:
+        pytest.skip(str(exc))
     if not item.stash.get(ACCEPTANCE_KEY, False):
         return
     from pytest_inferaccept.loadgen import SloJudgement, judge
@@ -251,6 +302,9 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
             "slo": slo.to_json() if slo else None,
             "evidence": evidence.to_json() if evidence else {},
         }
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "model" in callspec.params:
+            payload["model"] = str(callspec.params["model"])
         runs = item.stash.get(LOAD_KEY, [])
         if runs:
             payload["load"] = [r.to_json() for r in runs]
@@ -274,7 +328,7 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
                 if isinstance(call.excinfo.value, SloJudgement):
                     report.longrepr = call.excinfo.value.long() + (
                         "\n\n(the SLO is judged when the test ends, over every loadgen run it made)")
-            explained = item.config.stash[SESSION_KEY].explain_failure(
+            explained = item.config.stash[SESSION_KEY].outages.explain_failure(
                 _test_id(item), call.excinfo.value, evidence.exchanges if evidence else ())
             if explained is not None:
                 # A connection error is only a symptom; the cause is the server's stop.
@@ -324,7 +378,7 @@ class _OutcomeCollector:
             if report.failed and not any(k == "inferaccept_json" for k, _ in report.user_properties):
                 # Outside the verdict, but a failure all the same: the exit status keeps it.
                 what = "failed" if report.when == "call" else f"error in {report.when}"
-                self.config.stash[SESSION_KEY].other_failures.append(f"{report.nodeid} {what}")
+                self.config.stash[SESSION_KEY].ledger.other_failures.append(f"{report.nodeid} {what}")
             return
         payload = dict(payloads[-1])
         outcome: str = report.outcome
@@ -340,82 +394,87 @@ class _OutcomeCollector:
             # A module given with --pyargs from outside the rootdir has no path in its node id;
             # without one, same-named tests of two modules would merge.
             nodeid = f"{payload.get('file', '')}{nodeid}"
-        self.config.stash[SESSION_KEY].record(nodeid, report.when, outcome, payload,
+        self.config.stash[SESSION_KEY].ledger.record(nodeid, report.when, outcome, payload,
                                               message, report.duration)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A collection error is a failure outside the verdict (kept in the exit status)."""
         if report.failed:
-            self.config.stash[SESSION_KEY].other_failures.append(
+            self.config.stash[SESSION_KEY].ledger.other_failures.append(
                 f"{report.nodeid or '<session>'} could not be collected")
 
 
 def _active(config: pytest.Config) -> bool:
     session = config.stash[SESSION_KEY]
-    return session.settings.targets_server or bool(session.outcomes or session.problems)
+    return session.settings.targets_server or bool(session.ledger.outcomes or session.ledger.problems)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Decide the verdict, write the results, set the exit status, stop launched servers."""
+    """Finish the run once (document, baseline, verdict), set the exit status, write the results.
+
+    First among the plugins' hooks, so that pytest-html renders from the finished run.
+    """
     config = session.config
     state = config.stash[SESSION_KEY]
-    state.stop()
+    state.servers.stop()
     if not _active(config) or hasattr(config, "workerinput"):
         return
-    from pytest_inferaccept import results
-    from pytest_inferaccept.session import _now
+    from pytest_inferaccept.run.finish import finish
+    from pytest_inferaccept.run.ledger import now as _now
 
-    state.finished_at = _now()
+    state.ledger.finished_at = _now()
     if int(exitstatus) == pytest.ExitCode.INTERRUPTED:
-        why = f" ({state.signals.received})" if state.signals.received else ""
-        state.problems.append(f"the run was interrupted{why} before every check ran")
-    verdict = state.verdict()
+        why = f" ({state.servers.signals.received})" if state.servers.signals.received else ""
+        state.ledger.problems.append(f"the run was interrupted{why} before every check ran")
+
+    def exit_status(verdict: Verdict) -> int:
+        if int(exitstatus) in (0, 1, 5, EXIT_CODES["INVALID"]):
+            # The verdict may raise pytest's status, never lower it: a failure outside the
+            # acceptance checks still fails the run.
+            own = 0 if int(exitstatus) == pytest.ExitCode.NO_TESTS_COLLECTED else int(exitstatus)
+            session.exitstatus = max(EXIT_CODES[verdict.status], own)
+        return int(session.exitstatus)
+
+    compare = None
     if state.settings.gate.baseline_path is not None:
+        from functools import partial
+
         from pytest_inferaccept.compare.gate import compare_with_baseline
 
-        # The comparison reads this run as its document says it; what it finds re-decides the verdict.
-        section, regressions, warned, problem = compare_with_baseline(results.build(state, verdict),
-                                                                      state.settings.gate)
-        state.baseline, state.baseline_findings = section, (regressions, warned)
-        if problem:
-            state.problems.append(problem)
-        verdict = state.verdict()
-    config.stash[_VERDICT_KEY] = verdict
-    if int(exitstatus) in (0, 1, 5, EXIT_CODES["INVALID"]):
-        # The verdict may raise pytest's status, never lower it: a failure outside the
-        # acceptance checks still fails the run.
-        own = 0 if int(exitstatus) == pytest.ExitCode.NO_TESTS_COLLECTED else int(exitstatus)
-        session.exitstatus = max(verdict.exit_code, own)
-    state.exit_status = int(session.exitstatus)
+        compare = partial(compare_with_baseline, gate=state.settings.gate)
+    finished = finish(state, exit_status, compare)
+    config.stash[FINISHED_KEY] = finished
     records = state.settings.load.records_path
     if records is not None:
         from pytest_inferaccept.load import write_records
 
         records.parent.mkdir(parents=True, exist_ok=True)
-        write_records(records, state.load_runs)
+        write_records(records, state.ledger.load_runs)
     path = state.settings.json_path
-    document = state.scrubber.data(results.build(state, verdict))
     if path is not None:
-        results.write(path, document)
-        state.written.append(("results", path))
-    if state.settings.html_path is not None:
+        from pytest_inferaccept.run import document as results
+
+        results.write(path, finished.document)
+        state.ledger.written.append(("results", path))
+    if state.settings.html_path is not None and finished.run is not None:
         from pytest_inferaccept.report import write_html
 
-        write_html(state.settings.html_path, document, secrets=state.scrubber.secrets)
-        state.written.append(("report", state.settings.html_path))
+        write_html(state.settings.html_path, finished.run, secrets=state.scrubber.secrets)
+        state.ledger.written.append(("report", state.settings.html_path))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Print the capability matrix and the verdict."""
-    verdict = config.stash.get(_VERDICT_KEY, None)
-    if verdict is None:
+    finished = config.stash.get(FINISHED_KEY, None)
+    if finished is None:
         return
-    from pytest_inferaccept.summary import lines
+    from pytest_inferaccept.plugin.summary import lines
 
     terminalreporter.section("inferaccept")
     state = config.stash[SESSION_KEY]
-    for text, markup in lines(state, verdict):
+    for text, markup in lines(finished):
         terminalreporter.write_line(state.scrubber.text(text), **markup)
-    for what, where in state.written:
+    for what, where in state.ledger.written:
         # The last lines of the run: where to look next.
         terminalreporter.write_line(f"inferaccept: {what} written to {where.resolve()}")

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from pytest_inferaccept.capabilities import ProbeResult
-from pytest_inferaccept.keys import ACCEPTANCE_KEY, SESSION_KEY
+from pytest_inferaccept.plugin.keys import ACCEPTANCE_KEY, SESSION_KEY
+from pytest_inferaccept.run.session import AcceptanceSession
 from pytest_inferaccept.server import ServerUnavailable, ServerUnderTest
-from pytest_inferaccept.session import AcceptanceSession
 
 KEY = "inferaccept"
 """Our entry in xdist's workerinput and workeroutput."""
@@ -39,16 +39,6 @@ def register(config: pytest.Config) -> None:
     """Hook into xdist when it is installed (controller and workers alike)."""
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistPlugin(config), "inferaccept-xdist")
-
-
-def server_from_json(data: dict[str, Any]) -> ServerUnderTest:
-    """Rebuild the controller's ServerUnderTest from its JSON form."""
-    return ServerUnderTest(
-        base_url=data["base_url"], model=data["model"], embedding_url=data["embedding_url"],
-        embedding_model=data["embedding_model"], served_models=tuple(data["served_models"]),
-        required=tuple(data["required_capabilities"]), version_info=dict(data["version_info"]),
-        log_paths=tuple(Path(p) for p in data["log_paths"]), launched=data["launched"],
-        ready_seconds=data["ready_seconds"])
 
 
 @contextlib.contextmanager
@@ -117,13 +107,13 @@ class XdistPlugin:
             return
         self.shared = Path(tempfile.mkdtemp(prefix="inferaccept-xdist-"))
         try:
-            self.state.server()
+            self.state.servers.server()
         except ServerUnavailable as exc:
             # The workers then run nothing; the verdict (INVALID) names the problem.
             self.failure = str(exc)
             self.state.log(f"inferaccept: {str(exc).splitlines()[0]}")
         shared = SharedProbes(self.shared)
-        for result in self.state.probes.values():
+        for result in self.state.capabilities.probes.values():
             shared.keep(result)
 
     @pytest.hookimpl(optionalhook=True)
@@ -131,8 +121,9 @@ class XdistPlugin:
         """Tell a worker where the server is (or why there is none) and where the run's locks live."""
         if self.shared is None:
             return
-        server = None if self.failure else self.state.server()
-        pid = self.state.processes[0].pid if server is not None and self.state.processes else None
+        server = None if self.failure else self.state.servers.server()
+        processes = self.state.servers.processes
+        pid = processes[0].pid if server is not None and processes else None
         node.workerinput[KEY] = {"server": server.to_json() if server else None,
                                  "failure": self.failure, "shared": str(self.shared), "pid": pid}
 
@@ -150,10 +141,10 @@ class XdistPlugin:
             return
         state = self.state
         for data in output["probes"]:
-            state.probes.setdefault(data["capability"], ProbeResult(**data))
+            state.capabilities.probes.setdefault(data["capability"], ProbeResult(**data))
         for test in output["deselected"]:
-            if test not in state.deselected:
-                state.deselected.append(test)
+            if test not in state.ledger.deselected:
+                state.ledger.deselected.append(test)
         self._merge_causes(str(node.gateway.id), output["causes"])
 
     def _merge_causes(self, worker: str, causes: list[dict[str, Any]]) -> None:
@@ -163,9 +154,9 @@ class XdistPlugin:
         from pytest_inferaccept.outage import Cause
 
         state = self.state
-        offset = len(state.causes)
-        state.causes.extend(Cause(**data) for data in causes)
-        for test, entry in state.outcomes.items():
+        offset = len(state.outages.causes)
+        state.outages.causes.extend(Cause(**data) for data in causes)
+        for test, entry in state.ledger.outcomes.items():
             if entry.get("caused_by") is not None and self._ran_on(test) == worker:
                 entry["caused_by"] = int(entry["caused_by"]) + offset
 
@@ -200,9 +191,9 @@ class XdistPlugin:
         self.shared = Path(given["shared"])
         self.failure = given["failure"]
         state = self.state
-        server = server_from_json(given["server"]) if given["server"] else None
-        state.adopt(server, self.failure, pid=given.get("pid"))
-        state.share_probe = SharedProbes(self.shared)
+        server = ServerUnderTest.from_json(given["server"]) if given["server"] else None
+        state.servers.adopt(server, self.failure, pid=given.get("pid"))
+        state.capabilities.share = SharedProbes(self.shared)
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A worker runs nothing when the controller could not start or reach the server."""
@@ -223,16 +214,16 @@ class XdistPlugin:
     def _report_back(self) -> None:
         state = self.state
         output: dict[str, Any] = {
-            "probes": [p.to_json() for p in state.probes.values()],
-            "deselected": list(state.deselected),
-            "causes": [_cause_data(c) for c in state.causes],
+            "probes": [p.to_json() for p in state.capabilities.probes.values()],
+            "deselected": list(state.ledger.deselected),
+            "causes": [_cause_data(c) for c in state.outages.causes],
         }
         records = state.settings.load.records_path
-        if self.shared is not None and records is not None and state.load_runs:
+        if self.shared is not None and records is not None and state.ledger.load_runs:
             from pytest_inferaccept.load import write_records
 
             worker = self.config.workerinput["workerid"]  # type: ignore[attr-defined]
-            write_records(self.shared / f"records-{worker}.jsonl", state.load_runs)
+            write_records(self.shared / f"records-{worker}.jsonl", state.ledger.load_runs)
         self.config.workeroutput[KEY] = output  # type: ignore[attr-defined]
 
 

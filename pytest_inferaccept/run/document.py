@@ -11,29 +11,30 @@ from pathlib import Path
 from typing import Any
 
 from pytest_inferaccept import __version__
+from pytest_inferaccept.model import SCHEMA_ID as SCHEMA
+from pytest_inferaccept.model import Verdict
+from pytest_inferaccept.run.ledger import now as _now
+from pytest_inferaccept.run.session import AcceptanceSession
 from pytest_inferaccept.scrub import MASK, secret_key_name
-from pytest_inferaccept.session import AcceptanceSession, _now
-from pytest_inferaccept.verdict import Verdict
 
-SCHEMA = "pytest-inferaccept/results/1"
 MAX_NAMED = 10
 """How many deselected checks the document names (it counts them all)."""
 
 
-def build(session: AcceptanceSession, verdict: Verdict) -> dict[str, Any]:
-    """Assemble the results document from a finished session."""
-    server = session._server
+def build_body(session: AcceptanceSession) -> dict[str, Any]:
+    """The document of a finished session without its decision: everything the baseline comparison
+    and the verdict read (`assemble` adds the verdict and the comparison)."""
+    server = session.servers.current
     return {
         "schema": SCHEMA,
-        "verdict": verdict.to_json(),
         "conditions": {
             "plugin_version": __version__,
             "python": platform.python_version(),
             "client_host": socket.gethostname(),
             "client_platform": platform.platform(),
             "cpu_count": os.cpu_count(),
-            "started_at": session.started_at,
-            "finished_at": session.finished_at or _now(),
+            "started_at": session.ledger.started_at,
+            "finished_at": session.ledger.finished_at or _now(),
             "settings": session.settings.describe(),
             "pytest_version": _version_of("pytest"),
             "load_average": _load_average(),
@@ -41,15 +42,21 @@ def build(session: AcceptanceSession, verdict: Verdict) -> dict[str, Any]:
                          for key, value in session.settings.conditions},
         },
         "server": server.to_json() if server else None,
-        "problems": list(session.problems),
-        "other_failures": list(session.other_failures),
-        "exit_status": session.exit_status,
+        "problems": list(session.ledger.problems),
+        "other_failures": list(session.ledger.other_failures),
+        "exit_status": session.ledger.exit_status,
         "capabilities": session.capability_matrix(),
-        "causes": [cause.to_json() for cause in session.causes],
-        "deselected": {"count": len(session.deselected), "examples": session.deselected[:MAX_NAMED]},
-        "tests": list(session.outcomes.values()),
-        "baseline": session.baseline,
+        "causes": [cause.to_json() for cause in session.outages.causes],
+        "deselected": {"count": len(session.ledger.deselected),
+                       "examples": session.ledger.deselected[:MAX_NAMED]},
+        "tests": list(session.ledger.outcomes.values()),
     }
+
+
+def assemble(body: dict[str, Any], verdict: Verdict, baseline: dict[str, Any] | None) -> dict[str, Any]:
+    """The whole document: the body with the verdict after its schema id, the comparison last."""
+    return {"schema": body["schema"], "verdict": verdict.model_dump(mode="json"),
+            **{k: v for k, v in body.items() if k != "schema"}, "baseline": baseline}
 
 
 def _version_of(distribution: str) -> str | None:

@@ -6,11 +6,14 @@ and writing a report (--html); the standalone page (--inferaccept-html) needs no
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_inferaccept.keys import SESSION_KEY
+from pytest_inferaccept.plugin.keys import FINISHED_KEY, SESSION_KEY
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import RunDocument
 
 _PLUGIN_NAME = "inferaccept-pytest-html"
 
@@ -93,11 +96,7 @@ class PytestHtmlHooks:
     def _settings_json(self) -> dict[str, Any]:
         return dict(self.config.stash[SESSION_KEY].settings.describe())
 
-    def _document(self) -> dict[str, Any] | None:
-        from pytest_inferaccept import results
-
-        state = self.config.stash.get(SESSION_KEY, None)
-        if state is None or not (state.settings.targets_server or state.outcomes or state.problems):
-            return None
-        document: dict[str, Any] = state.scrubber.data(results.build(state, state.verdict()))
-        return document
+    def _document(self) -> RunDocument | None:
+        """The finished run (pytest-html renders after the plugin's own session finish)."""
+        finished = self.config.stash.get(FINISHED_KEY, None)
+        return finished.run if finished is not None else None

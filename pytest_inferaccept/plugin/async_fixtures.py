@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 import pytest_asyncio
 
-from pytest_inferaccept.keys import SESSION_KEY
+from pytest_inferaccept.plugin.keys import SESSION_KEY
 from pytest_inferaccept.server import ServerUnderTest
 
 if TYPE_CHECKING:

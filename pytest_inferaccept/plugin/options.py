@@ -100,6 +100,9 @@ OPTIONS: tuple[_Option, ...] = (
             "what an answer that drifted from the baseline's means: warn (default) or fail"),
     _Option("answer_drift_threshold", "--answer-drift-threshold", "RATIO",
             "the least similarity (0-1) a changed answer may have to the baseline's (default 0.9)"),
+    _Option("reasoning_field", "--reasoning-field", "NAME",
+            "the field your client reads reasoning text from: reasoning, reasoning_content or any "
+            "(default any); a server that sends it only under the other name is a finding"),
 )
 CAPACITY_OPTIONS: tuple[_Option, ...] = (
     _Option("ladder", "--ladder", "LIST",
@@ -145,6 +148,8 @@ CAPACITY_OPTIONS: tuple[_Option, ...] = (
             "command printing 'index, utilisation percent, memory used MiB, memory total MiB' per GPU "
             "(default: nvidia-smi when on PATH)"),
 )
+ALL_MODELS_HELP = ("run the core conformance checks once for each chat model GET /v1/models lists (a "
+                   "gateway may list models it cannot serve); the capability matrix gets a column per model")
 CAPACITY_HELP = ("run the bundled capacity scenarios (ladder, sweep, push, soak with --soak-duration); "
                  "they take minutes")
 SLO_HELP = ("an SLO limit for load tests without their own slo marker, KEY=VALUE (repeatable: "
@@ -169,6 +174,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--capacity", dest="inferaccept_capacity", action="store_true", default=None,
                     help=CAPACITY_HELP)
     parser.addini("inferaccept_capacity", f"{CAPACITY_HELP} (ini twin of --capacity)", type="bool",
+                  default=False)
+    group.addoption("--all-models", dest="inferaccept_all_models", action="store_true", default=None,
+                    help=ALL_MODELS_HELP)
+    parser.addini("inferaccept_all_models", f"{ALL_MODELS_HELP} (ini twin of --all-models)", type="bool",
                   default=False)
     # Repeatable, so it cannot share the loop's single-string shape.
     group.addoption("--condition", dest="inferaccept_condition", metavar="KEY=VALUE",

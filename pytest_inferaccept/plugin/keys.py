@@ -8,7 +8,7 @@ import pytest
 
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.markers import CapabilitySpec, SloSpec
-from pytest_inferaccept.session import AcceptanceSession
+from pytest_inferaccept.run.session import AcceptanceSession
 
 SESSION_KEY = pytest.StashKey[AcceptanceSession]()
 EVIDENCE_KEY = pytest.StashKey[Evidence]()
@@ -18,9 +18,12 @@ ACCEPTANCE_KEY = pytest.StashKey[bool]()
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.scenarios import CapacityResult
+    from pytest_inferaccept.run.finish import FinishedRun
     from pytest_inferaccept.run.load import LoadResult
 
 LOAD_KEY = pytest.StashKey[list["LoadResult"]]()
 """The load runs a test made through `loadgen` (judged when the test ends)."""
 CAPACITY_KEY = pytest.StashKey[list["CapacityResult"]]()
 """The capacity scenarios a test ran through `loadgen` (each judged as one scenario)."""
+FINISHED_KEY: pytest.StashKey[FinishedRun] = pytest.StashKey()
+"""The finished run (document and verdict, built once at session finish) that every output reads."""

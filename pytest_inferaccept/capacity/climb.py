@@ -1,0 +1,166 @@
+"""Climbing levels of load, one bounded step each, until the breaker: what the ladder and the sweep share.
+
+Each level is measured beside the telemetry sampler; the climb stops early when errors or
+latency cross the circuit breaker or the client becomes the bottleneck. The rows then give the
+knee, the highest level that meets the SLOs and the explanations (capacity/analysis.py), and
+`conclude` the status: a failing level first, then a client that could not drive the first
+level, then the SLOs. Nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_inferaccept.capacity.analysis import breaker, explain, find_knee, latency_of, max_slo_level
+from pytest_inferaccept.capacity.scenarios import (
+    CapacityResult,
+    Judgement,
+    Say,
+    conclude,
+    ms,
+    not_measured,
+    step_row,
+)
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.capacity.sampler import Sampler
+    from pytest_inferaccept.markers import SloSpec
+    from pytest_inferaccept.run.load import LoadResult
+
+
+def level_text(unit: str, level: float) -> str:
+    """'c=8' for a concurrency, '4.5 req/s' for a request rate."""
+    return f"{unit}={level:g}" if unit == "c" else f"{level:g} req/s"
+
+
+def climb(
+    kind: Literal["ladder", "sweep"],
+    *,
+    label: str,
+    levels: Sequence[float],
+    run_step: Callable[[float], LoadResult],
+    sampler: Sampler,
+    slo: SloSpec | None,
+    breaker_errors: float,
+    breaker_latency_s: float,
+    min_level: float | None,
+    params: dict[str, Any],
+    say: Say,
+    each_row: Callable[[dict[str, Any]], None] | None = None,
+    caveat: str = "",
+) -> CapacityResult:
+    """Measure each level in turn; the knee, the highest level within the SLOs, and the verdict.
+
+    `each_row` adds a kind's own figures to every row once the climb ends; `caveat` is the doubt
+    of an unconfirmed ladder knee the levels were chosen around, said first in the notes and last
+    in the headline.
+    """
+    unit = "c" if kind == "ladder" else "rate"
+    rows: list[dict[str, Any]] = []
+    stopped = ""
+    with sampler:
+        for level in levels:
+            t0 = sampler.now()
+            measured = run_step(level)
+            row = step_row(level, measured, sampler.peaks(t0, sampler.now()))
+            row["window_s"] = [round(t0, 3), round(sampler.now(), 3)]
+            rows.append(row)
+            say(
+                f"inferaccept: {kind} {level_text(unit, level)}: {row['measured']} measured, "
+                f"{row['failed']} failed, "
+                f"TTFT p95 {ms(row['ttft_p95'])}, {row['throughput_tokens_per_s'] or 0:.1f} tokens/s"
+                + (f", SLO {row['slo_status']}" if row["slo_status"] else "")
+            )
+            why = breaker(row, max_error_rate=breaker_errors, max_latency_s=breaker_latency_s)
+            if why:
+                stopped = f"stopped climbing after {level_text(unit, level)}: {why} (circuit breaker)"
+                break
+            if row["client_bound"]:
+                stopped = f"stopped climbing at {level_text(unit, level)}: the client was the bottleneck"
+                break
+    if each_row is not None:
+        for row in rows:
+            each_row(row)
+    # A level whose answers mostly failed (or all did) is a finding, whatever the knee says.
+    bad = next((r for r in rows if r.get("failing")), None)
+    knee = find_knee([r for r in rows if not r.get("failing")], unit=unit, closed_loop=kind == "ladder")
+    best, why_best = max_slo_level(rows, unit=unit) if slo is not None else (None, "no SLO given")
+    # A first level the client could not drive says nothing about the server.
+    bound = (f"the client was the bottleneck already at {level_text(unit, rows[0]['level'])}: "
+             + "; ".join(rows[0]["client_bound"])) if rows and rows[0]["client_bound"] else ""
+    judged: list[Judgement] = []
+    if slo is not None and best is None:
+        first = rows[0] if rows else None
+        if first is not None and first["slo_status"] == "fail":
+            judged.append(("fail", f"does not meet the SLOs even at {level_text(unit, first['level'])}: "
+                                   f"{first['slo_failures']}"))
+        else:
+            judged.append(("invalid", f"no level could be judged against the SLOs: {why_best}"))
+    elif min_level is not None and slo is not None and best is not None and best < min_level:
+        judged.append(("fail", f"meets the SLOs only up to {level_text(unit, best)}; required: "
+                               f"{level_text(unit, min_level)} ({why_best})"))
+    notes = [f"rates chosen around {caveat}"] if caveat else []
+    notes += [stopped] if stopped else []
+    notes += not_measured(sampler)
+    if knee.level is not None and not knee.confirmed:
+        notes.append(f"knee {knee.certainty}")
+    headline = _headline(rows, knee.level, best, slo is not None, unit, confirmed=knee.confirmed)
+    return conclude(
+        kind=kind,
+        label=label,
+        steps=rows,
+        params=params,
+        headline=headline + (f"; rates chosen around {caveat}" if caveat else ""),
+        failing=bad["failure_text"] if bad is not None else "",
+        bound=bound,
+        judged=judged,
+        findings={
+            "knee": knee.to_json(),
+            "max_slo_level": best,
+            "max_slo_reason": why_best,
+            "stopped_early": stopped or None,
+            "unit": "concurrency" if unit == "c" else "requests/s",
+        },
+        explanations=explain(rows, knee.level, unit=unit),
+        telemetry=sampler.to_json(),
+        notes=notes,
+    )
+
+
+def _headline(
+    rows: list[dict[str, Any]],
+    knee: float | None,
+    best: float | None,
+    judged: bool,
+    unit: str,
+    *,
+    confirmed: bool = True,
+) -> str:
+    parts = []
+    if judged:
+        parts.append(
+            f"meets the SLOs up to {level_text(unit, best)}"
+            if best is not None
+            else "meets the SLOs at no level measured"
+        )
+    beyond = sum(1 for r in rows if knee is not None and r["level"] > knee)
+    parts.append(
+        f"knee at {level_text(unit, knee)}"
+        + ("" if confirmed else f" (not confirmed: only {beyond} level{'' if beyond == 1 else 's'} above it)")
+        if knee is not None
+        else f"no knee up to {level_text(unit, rows[-1]['level'])}"
+        if rows
+        else "no levels measured"
+    )
+    above = next((r for r in rows if best is not None and r["level"] > best), None) if judged else None
+    if above is not None:
+        parts.append(
+            f"at {level_text(unit, above['level'])} TTFT p95 is {ms(above['ttft_p95'])}"
+            + (f" and {above['error_rate']:.0%} fail" if above.get("error_rate") else "")
+        )
+    elif knee is not None:
+        over = next((r for r in rows if r["level"] > knee), None)
+        if over is not None:
+            parts.append(f"at {level_text(unit, over['level'])} latency p95 is {ms(latency_of(over))}")
+    return "; ".join(parts)

@@ -1,0 +1,933 @@
+"""The typed run model: the results document (docs/results-json.md) as pydantic models.
+
+Every model allows extra keys, so a version-1 document may grow (the load engine adds `load`
+per test) without breaking a reader; the JSON Schema the report publishes is generated from
+these classes (`python -m pytest_inferaccept.report.schema`). Each part is typed as its
+producer writes it; the few left open (any JSON under any key) say why in their description.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+SchemaId = Literal["pytest-inferaccept/results/1"]
+"""The format version every results document carries in `schema`."""
+SCHEMA_ID: Final[str] = get_args(SchemaId)[0]
+"""The same, as the string the plugin writes and a baseline must carry."""
+
+CAPACITY_KINDS: Final[tuple[str, ...]] = ("ladder", "sweep", "soak", "push", "push_length", "recovery",
+                                          "length", "interference", "prefix", "multi_turn")
+"""Every kind of capacity scenario the plugin writes (docs/capacity.md)."""
+
+Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
+"""A number kept as the document wrote it: an integer stays one, so it prints as one."""
+Masked = Literal["***"]
+"""What the scrubber leaves of a value whose key reads like a secret's name (api_key_set,
+ttft_any_token): every document is scrubbed as a whole before it is written."""
+
+VerdictStatus = Literal["GO", "NO-GO", "INVALID"]
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+CapabilityStatus = Literal["supported", "unsupported", "broken", "not exercised"]
+
+
+class _Open(BaseModel):
+    """A part of the document: known keys typed, unknown keys kept."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Verdict(_Open):
+    """GO, NO-GO or INVALID with the reasons that decided it."""
+
+    status: VerdictStatus
+    reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
+class LoadSettings(_Open):
+    """How the bundled load tests and every `loadgen` run were asked to run and be judged."""
+
+    concurrency: int | None = None
+    requests: int | None = None
+    requests_given: bool | None = Field(default=None, description="true when --load-requests was given; "
+                                        "otherwise each run is sized from its SLO")
+    duration: Number | None = None
+    workers: int | None = None
+    cluster: str | None = Field(default=None, description="the Ray cluster the workers ran on "
+                                "(--load-cluster)")
+    slo: dict[str, Number] | None = Field(default=None, description="the session SLO (--slo, --slo-profile): "
+                                          "marker key to limit, for load tests without their own marker")
+    slo_source: str | None = None
+    slo_judge: str | None = Field(default=None, description="interval, or point with --slo-judge point")
+    records_path: str | None = None
+    client_check: str | None = Field(default=None, description="strict or warn (--client-check)")
+
+
+class RunSettings(_Open):
+    """The resolved options, as the run recorded them (the API key only as "<set>")."""
+
+    server_url: str | None = None
+    server_cmd: str | None = None
+    server_preset: str | None = None
+    ready_timeout: float | None = None
+    model: str | None = None
+    embedding_model: str | None = None
+    embedding_url: str | None = None
+    api_key: Literal["<set>"] | None = None
+    capabilities_required: list[str] = Field(default_factory=list)
+    request_timeout: float | None = None
+    connect_timeout: float | None = None
+    max_response_mb: float | None = None
+    load: LoadSettings | None = Field(default=None, description="how load tests ran and were judged: "
+                                      "concurrency, requests, the session SLO and its source")
+
+
+class Conditions(_Open):
+    """What produced the numbers: client, versions, dates, settings, declared conditions."""
+
+    plugin_version: str
+    python: str
+    client_host: str
+    client_platform: str
+    cpu_count: int | None = None
+    started_at: str
+    finished_at: str
+    settings: RunSettings
+    pytest_version: str | None = None
+    load_average: list[float] | None = Field(
+        default=None, description="1, 5 and 15 minute load average of the client host at the end")
+    declared: dict[str, str] = Field(
+        default_factory=dict, description="conditions the team declared with --condition KEY=VALUE")
+
+
+class Server(_Open):
+    """The server under test as the run found it."""
+
+    base_url: str
+    model: str
+    embedding_url: str | None = None
+    embedding_model: str | None = None
+    served_models: list[str] = Field(default_factory=list)
+    required_capabilities: list[str] = Field(default_factory=list)
+    version_info: dict[str, Any] = Field(
+        default_factory=dict, description="what the server's version endpoints answered, by path; left open: "
+        "each server describes itself in its own shape")
+    log_paths: list[str] = Field(default_factory=list)
+    launched: str | None = None
+    ready_seconds: float | None = None
+
+
+class Probe(_Open):
+    """The one minimal request that classified a capability."""
+
+    capability: str
+    status: str
+    detail: str = ""
+
+
+class CapabilityRow(_Open):
+    """One row of the capability matrix."""
+
+    required: bool
+    status: CapabilityStatus
+    probe: Probe | None = None
+    tests: dict[str, int] = Field(default_factory=dict)
+    models: dict[str, CapabilityStatus] | None = Field(
+        default=None, description="with --all-models, when checks ran against more than one model: each "
+        "model's status, judged over that model's checks only; null otherwise")
+
+
+class Exchange(_Open):
+    """One HTTP request a test made and what came back (bodies cut, secrets scrubbed)."""
+
+    method: str
+    url: str
+    request_body: str = ""
+    request_headers: dict[str, str] = Field(default_factory=dict)
+    status: int | None = None
+    response_headers: dict[str, str] = Field(default_factory=dict)
+    response_body: str = ""
+    elapsed_s: float | None = None
+    error: str | None = None
+
+
+class Evidence(_Open):
+    """What one test recorded."""
+
+    exchanges: list[Exchange] = Field(default_factory=list)
+    dropped_exchanges: int = 0
+    notes: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    values: dict[str, Any] = Field(
+        default_factory=dict, description="measured values by key; left open: a test records any JSON value "
+        "under any key with evidence.record(key, value)")
+    invalid: str | None = None
+
+
+class SloRow(_Open):
+    """One SLO limit judged against one load result."""
+
+    key: str
+    limit: float | None = None
+    measured: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    margin: float | None = Field(default=None, description="headroom as a fraction of the limit; "
+                                 "negative on the wrong side")
+    status: str = Field(description="pass, fail or not_enough_data")
+    basis: str | None = Field(default=None, description="interval, or point_estimate when so asked")
+    method: str | None = None
+    needed_n: int | None = None
+    min_n: int | None = None
+    message: str = ""
+    by_failures: bool | None = Field(default=None, description="a failing row that failed requests "
+                                     "alone decide (no client limit can explain it away)")
+    early_stopping: str | None = Field(default=None, description="tail percentiles: the same sample "
+                                       "read by MLPerf's early-stopping rule")
+
+
+class SloJudgement(_Open):
+    """The SLO table of one load result."""
+
+    status: str
+    confidence: float | None = None
+    point_estimate: bool | None = None
+    rows: list[SloRow] = Field(default_factory=list)
+
+
+class LoadSpec(_Open):
+    """What a load run was asked to do (the API key only as whether one was set)."""
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key_set: bool | Masked | None = None
+    kind: str | None = Field(default=None, description="chat, completions or embeddings")
+    mode: str | None = Field(default=None, description="closed (concurrency), open (rate) or replay")
+    concurrency: int | None = None
+    rate: Number | None = Field(default=None, description="requests/s asked of an open loop")
+    burstiness: Number | None = None
+    requests: int | None = None
+    duration: Number | None = None
+    warmup: int | None = None
+    workload: dict[str, Any] | None = Field(
+        default=None, description="the workload's own description (type and lengths); left open: a workload "
+        "a team writes describes itself")
+    request_timeout: Number | None = None
+    connect_timeout: Number | None = None
+    stall_timeout: Number | None = None
+    max_response_bytes: int | None = None
+    workers: int | None = None
+    max_seconds: Number | None = None
+    seed: int | None = None
+    extra_body: dict[str, Any] | None = Field(
+        default=None, description="fields merged into every request body; left open: they go to the server "
+        "as given")
+    loop: str | None = None
+    cluster: str | None = None
+
+
+class Estimate(_Open):
+    """A statistic with its confidence interval; an infinite end (a failed request) is written as null."""
+
+    value: Number | None = None
+    low: Number | None = None
+    high: Number | None = None
+    n: int | None = None
+    censored: bool = Field(default=False, description="the statistic falls on failed requests: slower than "
+                           "any limit (its value is then null)")
+
+
+class LatencySummary(_Open):
+    """Mean, percentiles and maximum of one latency metric, in seconds."""
+
+    unit: str | None = None
+    n: int | None = None
+    censored: int | None = Field(default=None, description="values that are failed requests, counted as "
+                                 "slower than any limit")
+    mean: Estimate | None = None
+    p50: Estimate | None = None
+    p75: Estimate | None = None
+    p90: Estimate | None = None
+    p95: Estimate | None = None
+    p99: Estimate | None = None
+    p999: Estimate | None = None
+    max: Estimate | None = None
+
+    def stat(self, name: str) -> Estimate | None:
+        """The estimate named like the slo marker's statistic: mean, p50 ... p999 or max."""
+        return {"mean": self.mean, "p50": self.p50, "p75": self.p75, "p90": self.p90, "p95": self.p95,
+                "p99": self.p99, "p999": self.p999, "max": self.max}.get(name)
+
+
+class TimeWindow(_Open):
+    """A stretch of the load engine's clock, in seconds."""
+
+    start: Number | None = None
+    end: Number | None = None
+    duration_s: Number | None = None
+
+
+class RequestCounts(_Open):
+    """How many requests were sent, measured, succeeded and failed."""
+
+    sent: int | None = None
+    warmup: int | None = None
+    measured: int | None = None
+    ok: int | None = None
+    failed: int | None = None
+    errors: dict[str, int] = Field(default_factory=dict,
+                                   description="failed measured requests by error class")
+    no_content: int | None = None
+    client_errors: int | None = Field(default=None, description="requests the client itself failed: not "
+                                      "measured, and they make the run INVALID")
+
+
+class Goodput(_Open):
+    """Measured requests that met every per-request latency limit."""
+
+    good: int | None = None
+    measured: int | None = None
+    fraction: Estimate | None = None
+    per_s: Number | None = None
+    limits: dict[str, Number] = Field(default_factory=dict, description="the per-request limit applied to "
+                                      "each metric")
+
+
+class TokenUsage(_Open):
+    """Where output token counts came from, and how far the server's count and the client's agree."""
+
+    with_usage: int | None = None
+    without_usage: int | None = None
+    source: str | None = Field(default=None, description="usage, content_events, mixed or none")
+    note: str = ""
+    mismatched: int | None = None
+    mean_ratio: Number | None = None
+
+
+class Spread(_Open):
+    """Point percentiles of a quantity without intervals (token counts, schedule lag)."""
+
+    n: int | None = None
+    mean: Number | None = None
+    p50: Number | None = None
+    p90: Number | None = None
+    p99: Number | None = None
+    max: Number | None = None
+
+
+class LoadSummary(_Open):
+    """What the statistics say about one load run (docs/statistics.md)."""
+
+    confidence: Number | None = None
+    window: TimeWindow | None = None
+    measured_window: TimeWindow | None = Field(default=None, description="first send to last end of the "
+                                               "measured requests: the denominator of every rate")
+    counts: RequestCounts | None = None
+    error_rate: Estimate | None = None
+    metrics: dict[str, LatencySummary | Masked] = Field(
+        default_factory=dict, description="by metric: ttft, ttft_first_byte, ttft_any_token (masked), itl, "
+        "tpot, e2e")
+    metrics_successful: dict[str, LatencySummary | Masked] = Field(
+        default_factory=dict, description="the same over successful requests only: descriptive, never judged")
+    output_tokens: int | None = None
+    throughput_tokens_per_s: Number | None = None
+    request_rate_per_s: Number | None = None
+    goodput: Goodput | None = None
+    usage: TokenUsage | None = None
+    coalesced_fraction: Number | None = None
+    prompt_tokens: Spread | None = None
+    output_tokens_per_request: Spread | None = None
+    schedule_lag_s: Spread | None = None
+
+    def latency(self, metric: str) -> LatencySummary | None:
+        """One metric's figures over every measured request; None where not measured or masked."""
+        found = self.metrics.get(metric)
+        return found if isinstance(found, LatencySummary) else None
+
+
+class Lag(_Open):
+    """Percentiles of a lag, in seconds."""
+
+    p50: Number | None = None
+    p99: Number | None = None
+    max: Number | None = None
+
+
+class ClientLoad(_Open):
+    """What the client (one worker, or all together) was asked to do and did; null: not measured."""
+
+    worker: int | None = Field(default=None, description="the worker's index; null for the total")
+    asked_concurrency: Number | None = None
+    achieved_concurrency: Number | None = None
+    asked_rate: Number | None = None
+    achieved_rate: Number | None = None
+    schedule_lag_s: Lag | None = None
+    loop_lag_s: Lag | None = None
+    cpu_s: Number | None = None
+    wall_s: Number | None = None
+    cpu_utilisation: Number | None = Field(default=None, description="cpu_s / wall_s: 1.0 is one core busy")
+    node: str | None = Field(default=None, description="the Ray node the worker ran on (--load-cluster)")
+    died: str | None = Field(default=None, description="why the worker died mid-run; null: it finished")
+
+
+class EngineLag(_Open):
+    """n, median, p99 and maximum of a lag the load engine timed, in seconds (nearest rank)."""
+
+    n: int | None = None
+    p50: Number | None = None
+    p99: Number | None = None
+    max: Number | None = None
+
+
+class EngineCheck(_Open):
+    """The load engine's own figures for one worker or, without `worker`, for all of them."""
+
+    worker: int | None = None
+    workers: int | None = None
+    mode: str | None = Field(default=None, description="closed, open or replay")
+    loop: str | None = None
+    records: int | None = None
+    measured: int | None = None
+    window: list[Number] = Field(default_factory=list)
+    asked_concurrency: Number | None = None
+    achieved_concurrency: Number | None = None
+    asked_rate: Number | None = None
+    scheduled_rate: Number | None = None
+    achieved_rate: Number | None = None
+    schedule_lag: EngineLag | None = None
+    schedule_lag_meaning: str | None = None
+    loop_lag: EngineLag | None = None
+    cpu_seconds: Number | None = None
+    process_cpu_seconds: Number | None = None
+    wall_seconds: Number | None = None
+    cpu_utilisation: Number | None = None
+    cpu_utilisation_per_worker_max: Number | None = None
+    stopped_by: str | None = None
+    t0: Number | None = None
+
+
+class ClusterNode(_Open):
+    """One Ray node the workers ran on."""
+
+    hostname: str | None = None
+    cpus: int | None = None
+    load_avg: list[Number] | None = None
+    workers: list[int] = Field(default_factory=list)
+
+
+class ClusterActor(_Open):
+    """One Ray actor: where it ran, its clock against the driver's, and whether it died."""
+
+    worker: int | None = None
+    node: str | None = None
+    hostname: str | None = None
+    pid: int | None = None
+    clock_offset_s: Number | None = None
+    clock_offset_error_s: Number | None = None
+    clock_rtt_s: Number | None = None
+    clock_offset_after_s: Number | None = None
+    clock_offset_after_error_s: Number | None = None
+    clock_drift_s: Number | None = None
+    start_skew_s: Number | None = None
+    t0_on_driver_clock_s: Number | None = None
+    batches: int | None = None
+    records: int | None = None
+    lost: int | None = None
+    died: str | None = None
+
+
+class ClusterCheck(_Open):
+    """The cluster part of the self-check (--load-cluster): nodes, clock offsets, deaths."""
+
+    address: str | None = None
+    ray_version: str | None = None
+    started_here: bool | None = None
+    actor_cpus: Number | None = None
+    nodes: dict[str, ClusterNode] = Field(default_factory=dict, description="by node address")
+    workers: list[ClusterActor] = Field(default_factory=list)
+    clock: str | None = Field(default=None, description="how the clock offsets were measured")
+
+
+class EngineSelfcheck(_Open):
+    """The load engine's account of itself, as it recorded it."""
+
+    per_worker: list[EngineCheck] = Field(default_factory=list)
+    total: EngineCheck | None = None
+    worker_errors: dict[str, str] = Field(default_factory=dict, description="by worker index: why it failed")
+    cluster: ClusterCheck | None = None
+
+
+class LoadSelfcheck(_Open):
+    """Did the client deliver the load it was asked for? (the statistics' view, and the engine's own)"""
+
+    mode: str | None = Field(default=None, description="closed or open: how the client's pace was judged")
+    total: ClientLoad | None = None
+    workers: list[ClientLoad] = Field(default_factory=list, description="each worker, when there were "
+                                      "several or one died")
+    engine: EngineSelfcheck | None = None
+    client_bound: list[str] | bool = Field(default_factory=list, description="why the client, not the "
+                                           "server, limited the run (empty: it kept up); true or false "
+                                           "where a document recorded only whether")
+    client_check: str | None = Field(default=None, description="strict or warn (--client-check)")
+
+
+class LoadResult(_Open):
+    """One load run a test made: what was asked, what was measured, how it was judged."""
+
+    label: str | None = Field(default=None, description="the run's name: the test's, #2, #3 ... for later "
+                              "runs of the same test")
+    spec: LoadSpec = Field(default_factory=LoadSpec)
+    stopped_by: str | None = Field(default=None, description="requests, duration, max_seconds or interrupted")
+    summary: LoadSummary = Field(default_factory=LoadSummary)
+    slo: SloJudgement | None = None
+    slo_limits: dict[str, Number] | None = Field(default=None, description="the SLO the run was judged "
+                                                 "against: marker key to limit; null without one")
+    selfcheck: LoadSelfcheck = Field(default_factory=LoadSelfcheck)
+
+
+CapacityStatus = Literal["pass", "fail", "invalid"]
+Point = tuple[float, float]
+"""(seconds, value): one point of a capacity series."""
+
+
+class CapacityStep(_Open):
+    """One step of a capacity scenario: a level's counts, latencies, throughput, SLO and telemetry peaks."""
+
+    level: float = Field(description="concurrency (ladder, push), requests/s (sweep) or prompt tokens "
+                                     "(push_length)")
+    label: str | None = Field(default="", description="the step's label; null for a length bucket "
+                                                      "that was not run")
+    measured: int = 0
+    failed: int = 0
+    error_rate: float | None = None
+    ttft_p50: float | None = None
+    ttft_p95: float | None = None
+    ttft_p99: float | None = None
+    e2e_p50: float | None = None
+    e2e_p95: float | None = None
+    e2e_p99: float | None = None
+    itl_p50: float | None = None
+    itl_p95: float | None = None
+    itl_p99: float | None = None
+    throughput_tokens_per_s: float | None = None
+    request_rate_per_s: float | None = None
+    achieved_concurrency: float | None = None
+    asked_rate: float | None = Field(default=None, description="the send rate the schedule asked for (req/s)")
+    achieved_rate: float | None = Field(default=None, description="the send rate achieved (req/s)")
+    achieved_fraction: float | None = Field(default=None, description="sweep: achieved_rate / asked_rate")
+    slo_status: str | None = Field(default=None, description="pass, fail, not_enough_data; null without SLO")
+    slo_failures: str = Field(default="", description="the SLO rows that failed, one sentence each")
+    client_bound: list[str] = Field(default_factory=list,
+                                    description="why the client, not the server, limited this step")
+    client_warnings: list[str] = Field(default_factory=list,
+                                       description="the same, kept as warnings with --client-check warn")
+    error_classes: dict[str, int] = Field(default_factory=dict)
+    error_statuses: dict[str, int] = Field(default_factory=dict, description="failed answers by HTTP status")
+    stopped_by: str | None = None
+    telemetry: dict[str, float] = Field(default_factory=dict,
+                                        description="the peak of each telemetry series during the step, by "
+                                                    "role (running, waiting, kv_cache, memory_bytes, ...)")
+    alive_after: bool | None = Field(default=None, description="push: the server answered after the step")
+
+
+class CapacityKnee(_Open):
+    """Where throughput stopped growing while latency climbed (level null: not within the levels)."""
+
+    level: float | None = None
+    reason: str = ""
+    efficiency: list[float | None] = Field(default_factory=list,
+                                           description="scaling efficiency from each level to the next")
+    method: dict[str, float] = Field(default_factory=dict)
+
+
+class Trend(_Open):
+    """A fitted trend over a soak's window medians: the slope, its interval and significance, the change."""
+
+    n: int | None = None
+    slope_per_s: Number | None = None
+    p_value: Number | None = None
+    start: Number | None = Field(default=None, description="the fitted level at the start")
+    span_s: Number | None = None
+    change: Number | None = Field(default=None, description="the fitted change over the whole span")
+    relative_change: Number | None = Field(default=None, description="change as a fraction of the start")
+    slope_low: Number | None = None
+    slope_high: Number | None = None
+    confidence: Number | None = None
+    lag1: Number | None = Field(default=None, description="lag-one autocorrelation of the detrended points")
+    assumed_correlation: Number | None = None
+    method: str | None = None
+
+
+class SoakCheck(_Open):
+    """One check of a soak: latency drift, memory growth or error onset."""
+
+    status: str = Field(description="pass, fail, not_enough_data or not_measured")
+    text: str = ""
+    trend: Trend | None = None
+    tolerance: float | None = None
+    alpha: float | None = None
+    source: str | None = None
+    error_rate: float | None = None
+    limit: float | None = None
+    onset_s: float | None = None
+
+
+class CapacityBoundary(_Open):
+    """Where a push broke the server, and how it failed there."""
+
+    level: float | None = Field(default=None, description="push: the concurrency of the boundary")
+    length: int | None = Field(default=None, description="push_length: the prompt tokens of the boundary")
+    why: str | None = None
+    failed: int = 0
+    statuses: dict[str, int] = Field(default_factory=dict)
+    error_classes: dict[str, int] = Field(default_factory=dict)
+    shed: int = Field(default=0, description="failures that were 429 or 503")
+    retry_after: int = Field(default=0, description="shed answers that carried Retry-After")
+    rejection_median_s: float | None = None
+    alive_after: bool | None = None
+    alive_detail: str = ""
+    graceful: bool | None = None
+    problems: list[str] = Field(default_factory=list)
+
+
+class CapacityFindings(_Open):
+    """What a scenario found; which keys are set depends on its kind."""
+
+    knee: CapacityKnee | None = None
+    max_slo_level: float | None = Field(default=None, description="ladder, sweep: the highest level "
+                                        "meeting every SLO, counting up from the first")
+    max_slo_reason: str | None = None
+    stopped_early: str | None = None
+    unit: str | None = None
+    checks: dict[str, SoakCheck] = Field(default_factory=dict, description="soak: ttft_drift, e2e_drift, "
+                                         "memory_growth, errors")
+    boundary: CapacityBoundary | None = None
+    context_window: int | None = None
+
+
+class ExplanationEvidence(_Open):
+    """The figures behind one explanation; which keys are set depends on its kind."""
+
+    error_classes: dict[str, int] | None = Field(default=None, description="errors_begin, boundary")
+    statuses: dict[str, int] | None = Field(default=None, description="errors_begin, boundary: failed "
+                                            "answers by HTTP status")
+    reasons: list[str] | None = Field(default=None, description="client_bound")
+    waiting_peak: dict[str, Number | None] | None = Field(default=None, description="queueing: the waiting "
+                                                          "gauge's peak by level")
+    throughput: dict[str, Number | None] | None = Field(default=None, description="queueing, saturated: "
+                                                        "throughput by level")
+    kv_cache_peak: dict[str, Number] | None = Field(default=None, description="kv_cache_full: by level")
+    check: str | None = Field(default=None, description="latency_drift, memory_growing, errors_begin of a "
+                              "soak: the check that failed")
+    ratio_p50: Number | None = Field(default=None, description="interference, prefix_cache")
+    ratio_p95: Number | None = Field(default=None, description="interference, prefix_cache")
+    threshold: Number | None = Field(default=None, description="interference")
+    hit_rate_shared: Number | None = Field(default=None, description="prefix_cache")
+    level: Number | None = Field(default=None, description="boundary (push): the concurrency")
+    length: int | None = Field(default=None, description="boundary (push_length): the prompt tokens")
+    why: str | None = Field(default=None, description="boundary")
+    failed: int | None = Field(default=None, description="boundary")
+    shed: int | None = Field(default=None, description="boundary: failures that were 429 or 503")
+    retry_after: int | None = Field(default=None, description="boundary: shed answers with Retry-After")
+    rejection_median_s: Number | None = Field(default=None, description="boundary")
+    alive_after: bool | None = Field(default=None, description="boundary")
+    alive_detail: str | None = Field(default=None, description="boundary")
+    graceful: bool | None = Field(default=None, description="boundary")
+    problems: list[str] | None = Field(default=None, description="boundary")
+
+
+class CapacityExplanation(_Open):
+    """One explanation drawn from the figures."""
+
+    kind: str = Field(description="queueing, saturated, kv_cache_full, errors_begin, client_bound, "
+                                  "latency_drift, memory_growing, boundary, interference or prefix_cache")
+    level: float | None = None
+    text: str = ""
+    evidence: ExplanationEvidence = Field(default_factory=ExplanationEvidence)
+
+
+class CapacitySeries(_Open):
+    """The soak's series: window medians of TTFT and end-to-end latency, memory, errors per window."""
+
+    window_s: float | None = None
+    ttft: list[Point] = Field(default_factory=list)
+    e2e: list[Point] = Field(default_factory=list)
+    memory_bytes: list[Point] = Field(default_factory=list)
+    errors: list[Point] = Field(default_factory=list)
+
+
+class TelemetrySeries(_Open):
+    """One sampled telemetry series."""
+
+    name: str
+    source: str = ""
+    points: list[Point] = Field(default_factory=list)
+
+
+class CapacityTelemetry(_Open):
+    """What the sampler read beside a scenario, and which sources were absent."""
+
+    interval_s: float | None = None
+    samples: int = 0
+    series: list[TelemetrySeries] = Field(default_factory=list)
+    absent: list[str] = Field(default_factory=list)
+
+
+class Horizon(_Open):
+    """How far a soak projects its drifts: a time or a number of requests."""
+
+    seconds: Number | None = None
+    requests: Number | None = None
+
+
+class CapacityParams(_Open):
+    """What a scenario was asked to do; which keys are set depends on its kind (named in each)."""
+
+    levels: list[Number] | None = Field(default=None, description="ladder, push: the concurrency levels")
+    rates: list[Number] | None = Field(default=None, description="sweep: the request rates (req/s)")
+    lengths: list[int] | None = Field(default=None, description="push_length: the prompt lengths (tokens)")
+    requests_per_level: int | None = Field(default=None, description="ladder, push")
+    requests_per_step: int | None = Field(default=None, description="sweep, prefix")
+    requests_per_length: int | None = Field(default=None, description="push_length")
+    requests_per_bucket: int | None = Field(default=None, description="length")
+    requests_alone: int | None = Field(default=None, description="interference")
+    max_seconds_per_level: Number | None = Field(default=None, description="ladder, push")
+    max_seconds_per_step: Number | None = Field(default=None, description="sweep, interference, prefix")
+    max_seconds_per_bucket: Number | None = Field(default=None, description="length")
+    max_seconds: Number | None = Field(default=None, description="multi_turn")
+    settle_rounds: int | None = Field(default=None, description="ladder")
+    breaker_error_rate: Number | None = Field(default=None, description="ladder, sweep, push")
+    breaker_latency_s: Number | None = Field(default=None, description="ladder, sweep, push")
+    min_level: Number | None = Field(default=None, description="ladder")
+    min_rate: Number | None = Field(default=None, description="sweep")
+    basis_caveat: str | None = Field(default=None, description="sweep, soak: the doubt of an unconfirmed "
+                                     "knee the levels came from")
+    concurrency: int | None = Field(default=None, description="soak, recovery, length, interference, "
+                                    "prefix, multi_turn")
+    duration_s: Number | None = Field(default=None, description="soak, recovery")
+    basis: str | None = Field(default=None, description="soak: where its concurrency came from")
+    window_s: Number | None = Field(default=None, description="soak")
+    drift_tolerance: Number | None = Field(default=None, description="soak")
+    memory_tolerance: Number | None = Field(default=None, description="soak")
+    alpha: Number | None = Field(default=None, description="soak")
+    horizon: Horizon | None = Field(default=None, description="soak")
+    horizon_s: Number | None = Field(default=None, description="soak")
+    horizon_words: str | None = Field(default=None, description="soak")
+    request_rate_per_s: Number | None = Field(default=None, description="soak: the traffic it projects")
+    memory_limit: Number | None = Field(default=None, description="soak: bytes, when declared")
+    budget_share: Number | None = Field(default=None, description="soak")
+    kill_after_s: Number | None = Field(default=None, description="recovery")
+    request_timeout_s: Number | None = Field(default=None, description="recovery")
+    answer_within_s: Number | None = Field(default=None, description="recovery")
+    poll_s: Number | None = Field(default=None, description="recovery")
+    hang_grace_s: Number | None = Field(default=None, description="recovery")
+    context_window: int | None = Field(default=None, description="push_length, length, multi_turn")
+    input_buckets: list[str] | None = Field(default=None, description="length")
+    output_buckets: list[str] | None = Field(default=None, description="length")
+    input_tokens_for_output_buckets: int | None = Field(default=None, description="length")
+    output_tokens_for_input_buckets: int | None = Field(default=None, description="length")
+    seed: int | None = Field(default=None, description="length, interference, prefix, multi_turn")
+    short_tokens: int | None = Field(default=None, description="interference")
+    long_tokens: int | None = Field(default=None, description="interference")
+    long_share: Number | None = Field(default=None, description="interference")
+    output_tokens: int | None = Field(default=None, description="interference, prefix")
+    threshold: Number | None = Field(default=None, description="interference")
+    max_ratio: Number | None = Field(default=None, description="interference")
+    prefix_tokens: int | None = Field(default=None, description="prefix")
+    suffix_tokens: int | None = Field(default=None, description="prefix")
+    conversations: int | None = Field(default=None, description="multi_turn")
+    turns: int | None = Field(default=None, description="multi_turn")
+    turns_asked: int | None = Field(default=None, description="multi_turn")
+    user_tokens: int | None = Field(default=None, description="multi_turn")
+    answer_tokens: int | None = Field(default=None, description="multi_turn")
+
+
+class CapacityScenario(_Open):
+    """One capacity scenario a test ran (docs/capacity.md)."""
+
+    kind: str = Field(description="one of " + ", ".join(CAPACITY_KINDS))
+    label: str = ""
+    status: CapacityStatus
+    headline: str = ""
+    reasons: list[str] = Field(default_factory=list, description="why the status is fail or invalid")
+    findings: CapacityFindings = Field(default_factory=CapacityFindings)
+    steps: list[CapacityStep] = Field(default_factory=list)
+    explanations: list[CapacityExplanation] = Field(default_factory=list)
+    series: CapacitySeries = Field(default_factory=CapacitySeries)
+    telemetry: CapacityTelemetry | None = None
+    notes: list[str] = Field(default_factory=list)
+    params: CapacityParams = Field(default_factory=CapacityParams)
+
+
+class CheckResult(_Open):
+    """One acceptance test's result."""
+
+    nodeid: str
+    outcome: Outcome
+    duration_s: float = 0.0
+    message: str = ""
+    file: str | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    slo: dict[str, float] | None = None
+    evidence: Evidence = Field(default_factory=Evidence)
+    load: list[LoadResult] = Field(default_factory=list)
+    capacity: list[CapacityScenario] = Field(default_factory=list, description="the capacity scenarios "
+                                             "the test ran (docs/capacity.md)")
+    caused_by: int | None = Field(
+        default=None, description="index in `causes` of the server stop that explains this failure")
+    model: str | None = Field(default=None, description="the model the check ran against when it ran once "
+                              "per model (--all-models); absent otherwise")
+
+
+class Cause(_Open):
+    """The server stopped during the run: the one cause of the failures that followed it."""
+
+    kind: Literal["exited", "stopped answering"] = Field(
+        description="exited: a server the plugin launched ended; stopped answering: a probe after a "
+                    "failed connection found no answer")
+    server: str = Field(description="root URL of the server that stopped, credentials stripped")
+    reason: str = Field(description="the exit status, or what the liveness probe saw")
+    during: str | None = Field(default=None, description="the test that was failing when it stopped")
+    after: str | None = Field(default=None, description="when noticed between tests: the test before")
+    last_request: str | None = None
+    summary: str = Field(description="the verdict's one line for this cause, with its count")
+    detail: str = ""
+    consequences: list[str] = Field(default_factory=list,
+                                    description="later tests that failed only because of it")
+    answered_again_before: str | None = None
+
+
+class Deselected(_Open):
+    """Acceptance checks left out with -k, -m or --deselect: the verdict covers a subset."""
+
+    count: int = 0
+    examples: list[str] = Field(default_factory=list, description="the first few, by test id")
+
+
+class BaselineChange(_Open):
+    """One item that differs from the baseline run."""
+
+    kind: str = Field(description="capability, check, figure, load_run, operator_metric, server, answer "
+                      "or embedding")
+    status: Literal["regression", "improvement", "changed", "untrusted"]
+    item: str
+    before: Any = None
+    after: Any = None
+    detail: str = Field(description="one sentence with the figures")
+
+
+class BaselineRun(_Open):
+    """The few facts that identify the baseline run."""
+
+    path: str | None = None
+    started_at: str | None = None
+    verdict: str | None = None
+    plugin_version: str | None = None
+    client_host: str | None = None
+    model: str | None = None
+    server_version: str | None = None
+
+
+class ConditionDifference(_Open):
+    """A condition with different values in the two runs."""
+
+    key: str = ""
+    label: str = ""
+    before: Any = None
+    after: Any = None
+    effect: str | None = Field(default=None, description="untrusted (the figures cannot be compared) or "
+                               "flagged")
+
+
+class AnswerChange(_Open):
+    """A fixed prompt whose answer differs from the baseline's."""
+
+    id: str = ""
+    before: str = ""
+    after: str = ""
+    similarity: Number | None = None
+    drifted: bool = Field(default=False, description="below the similarity threshold")
+
+
+class EmbeddingDrift(_Open):
+    """The cosine between a fixed input's embedding and the baseline's."""
+
+    id: str = ""
+    cosine: Number | None = Field(default=None, description="null: vectors of different length")
+    drifted: bool = False
+
+
+class AnswerConsistency(_Open):
+    """The fixed prompts' answers and embeddings, compared with the baseline's by prompt id."""
+
+    compared: int | None = None
+    identical: int | None = None
+    exact_match_rate: Number | None = None
+    threshold: Number | None = None
+    changed: list[AnswerChange] = Field(default_factory=list)
+    embeddings: list[EmbeddingDrift] = Field(default_factory=list)
+    policy: str | None = Field(default=None, description="warn or fail (--answer-drift)")
+
+
+class GatePolicy(_Open):
+    """The tolerances and the answer-drift policy the comparison used."""
+
+    tolerances: dict[str, Number] = Field(default_factory=dict, description="by figure: relative, or "
+                                          "absolute points for error_rate and goodput")
+    answer_drift: str | None = None
+    answer_threshold: Number | None = None
+    answers_file: str | None = None
+
+
+class BaselineComparison(_Open):
+    """The comparison with --inferaccept-baseline: what changed since the last accepted run."""
+
+    path: str | None = None
+    error: str | None = Field(default=None, description="why the baseline could not be compared "
+                              "(the run is then INVALID); null when it was")
+    status: Literal["regressed", "no regression", "not compared"]
+    run: BaselineRun = Field(default_factory=BaselineRun, description="the baseline run")
+    regressions: list[str] = Field(default_factory=list)
+    improvements: list[str] = Field(default_factory=list)
+    trusted: bool = Field(description="false when conditions differ so that figures cannot be compared")
+    untrusted_because: list[str] = Field(default_factory=list)
+    conditions: list[ConditionDifference] = Field(default_factory=list,
+                                                  description="conditions that differ")
+    changes: list[BaselineChange] = Field(default_factory=list)
+    answers: AnswerConsistency | None = None
+    policy: GatePolicy = Field(default_factory=GatePolicy)
+
+
+class RunBody(_Open):
+    """A run's document before its decision: what the baseline comparison and the verdict read."""
+
+    schema_id: SchemaId = Field(alias="schema")
+    conditions: Conditions
+    server: Server | None = None
+    problems: list[str] = Field(default_factory=list)
+    capabilities: dict[str, CapabilityRow] = Field(default_factory=dict)
+    causes: list[Cause] = Field(default_factory=list)
+    deselected: Deselected = Field(default_factory=Deselected)
+    tests: list[CheckResult] = Field(default_factory=list)
+
+
+class RunDocument(RunBody):
+    """The whole results document of one run: the body with its verdict and baseline comparison."""
+
+    verdict: Verdict
+    baseline: BaselineComparison | None = Field(default=None, description="the comparison with "
+                                                "--inferaccept-baseline; null without one")
+
+
+def load_body(document: dict[str, Any]) -> RunBody:
+    """Validate a document's body (a run not yet decided) into the model."""
+    return RunBody.model_validate(document)
+
+
+def load(document: dict[str, Any]) -> RunDocument:
+    """Validate a results document into the typed model (pydantic.ValidationError if it is not one)."""
+    return RunDocument.model_validate(document)

@@ -1,0 +1,119 @@
+"""Every kind of capacity scenario as the report takes it: its title, its words, its view and its chart.
+
+One entry a kind. `unit` says how its levels read (on a step, in a sentence, as a heading, on an
+axis); `sentences`, `facts` and `plot` name how the plain-words answer (words.py), the Capacity
+section (capacity_view.py) and the charts (charts.py) read it, each of which holds one function
+for each such reading. A kind with no facts shows its headline, reasons and step table; one with
+no plot has no chart. A kind missing here is drawn the generic way (`kind_of`). This module
+imports none of the three, so each of them can look a kind up here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Sentences = Literal["climb", "soak", "push", "refusal", "headline"]
+"""How a kind is told in the answer: a climb's SLO level and knee, a soak's checks, a push's boundary,
+a refusal's headline and reasons, or the generic 'kind (check): headline'."""
+Facts = Literal["climb", "soak", "push", "refusal"]
+"""Which facts its section lists beside the step table: a climb's, a soak's checks and windows, or a
+boundary's (a push's shedding, a prompt length's refusal)."""
+Plot = Literal["climb", "soak"]
+"""Its chart: throughput and latency against the level, or the soak over time."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unit:
+    """How the levels of a scenario read: on a step, in a sentence, as a heading and on a chart's axis."""
+
+    step: str
+    """A level on a step, as the terminal prints it: 'c={:g}'."""
+    one: str
+    """A level of one in a sentence: '{:g} concurrent user'."""
+    many: str
+    """Any other level in a sentence: '{:g} concurrent users'."""
+    heading: str
+    """The heading of the level column of the step table."""
+    axis: str
+    """The label of the level axis of a chart."""
+    against: str
+    """What a chart plots against, in its caption."""
+    doubling: bool
+    """Levels that double from one to the next: a log-2 axis when they span a factor of 4 or more."""
+    achieved: Literal["concurrency", "rate"] | None
+    """Which achieved load the step table shows beside the level (None: neither)."""
+    serves: str
+    """The verb of a climb's answer: 'Serves 8 concurrent users within your SLOs'."""
+    users: str
+    """What a climb serves, in 'Cannot tell how many concurrent users the server serves'."""
+    bare: str
+    """A level where a sentence has already said the unit: 'beyond {:g}'."""
+    steps: str
+    """What the measured levels are called: 'no knee within the levels measured'."""
+
+    def level(self, level: float) -> str:
+        """'c=8', '4.5 req/s', '2048 tokens'."""
+        return self.step.format(level)
+
+    def amount(self, level: float) -> str:
+        """'1 concurrent user', '8 concurrent users', '4.5 requests/s'."""
+        return (self.one if level == 1 else self.many).format(level)
+
+
+CONCURRENCY: Final = Unit(
+    step="c={:g}", one="{:g} concurrent user", many="{:g} concurrent users", heading="concurrency",
+    axis="concurrency (requests in flight)", against="concurrency", doubling=True, achieved="concurrency",
+    serves="Serves", users="concurrent users", bare="{:g}", steps="levels")
+RATE: Final = Unit(
+    step="{:g} req/s", one="{:g} requests/s", many="{:g} requests/s", heading="rate asked",
+    axis="request rate asked (req/s)", against="request rate", doubling=False, achieved="rate",
+    serves="Sustains", users="requests/s", bare="{:g} requests/s", steps="rates")
+PROMPT_TOKENS: Final = Unit(
+    step="{:g} tokens", one="{:g} prompt token", many="{:g} prompt tokens", heading="prompt",
+    axis="prompt length (tokens)", against="prompt length", doubling=True, achieved=None,
+    serves="Answers", users="prompt tokens", bare="{:g} tokens", steps="lengths")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityKind:
+    """What the report does with one kind of scenario."""
+
+    title: str
+    """The heading of its section."""
+    unit: Unit = CONCURRENCY
+    order: int = 5
+    """Where the answer tells it: how many users first, then how it holds and breaks, then the rest."""
+    sentences: Sentences = "headline"
+    facts: Facts | None = None
+    plot: Plot | None = None
+    slo_column: bool = True
+    """Whether its step table has an SLO column (a prompt-length push is not judged against an SLO)."""
+
+
+KINDS: Final[dict[str, CapacityKind]] = {
+    "ladder": CapacityKind(title="Concurrency ladder", order=0, sentences="climb", facts="climb",
+                           plot="climb"),
+    "sweep": CapacityKind(title="Open-loop rate sweep", unit=RATE, order=1, sentences="climb", facts="climb",
+                          plot="climb"),
+    "soak": CapacityKind(title="Soak", order=2, sentences="soak", facts="soak", plot="soak"),
+    "push": CapacityKind(title="Push to failure", order=3, sentences="push", facts="push"),
+    "push_length": CapacityKind(title="Prompt length boundary", unit=PROMPT_TOKENS, order=4,
+                                sentences="refusal", facts="refusal", slo_column=False),
+    "recovery": CapacityKind(title="recovery"),
+    "length": CapacityKind(title="length"),
+    "interference": CapacityKind(title="interference"),
+    "prefix": CapacityKind(title="prefix"),
+    "multi_turn": CapacityKind(title="multi_turn"),
+}
+"""Every kind the capacity scenarios write (capacity/scenarios.py `Kind`)."""
+
+
+def kind_of(kind: str) -> CapacityKind:
+    """The kind's entry; for a kind this report does not know, the generic one titled by its name."""
+    return KINDS.get(kind) or CapacityKind(title=kind)
+
+
+def level_words(kind: str, level: float) -> str:
+    """A scenario's level as the terminal prints it: 'c=8', '4.5 req/s', '2048 tokens'."""
+    return kind_of(kind).unit.level(level)

@@ -1,0 +1,58 @@
+"""The run's ledger: what every acceptance test ended as, the run's problems, what it wrote."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+
+def now() -> str:
+    """The wall-clock time in the results' form (UTC, seconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class RunLedger:
+    """The outcome of every acceptance test, the run's problems, and what the run wrote."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, dict[str, Any]] = {}
+        """Test id -> its entry in the results' `tests` (the per-test payload, phases merged)."""
+        self.problems: list[str] = []
+        """What kept the run from judging the server (it makes the verdict INVALID)."""
+        self.other_failures: list[str] = []
+        """Tests outside the acceptance verdict that failed or errored, and collection errors."""
+        self.deselected: list[str] = []
+        """Acceptance tests deselected (-k, -m, --deselect): the verdict covers a subset."""
+        self.load_runs: list[tuple[str, Any]] = []
+        """(test id, LoadRun) of every load run, for --inferaccept-records."""
+        self.capacity_results: list[Any] = []
+        """Every capacity scenario of the session, in order (a soak reads the ladder's knee)."""
+        self.started_at = now()
+        self.finished_at: str | None = None
+        self.exit_status: int | None = None
+        self.baseline: dict[str, Any] | None = None
+        """The comparison with --inferaccept-baseline (the results' `baseline` section), once made."""
+        self.baseline_findings: tuple[list[str], list[str]] = ([], [])
+        """(regressions, warnings) the comparison adds to the verdict."""
+        self.written: list[tuple[str, Path]] = []
+        """(what, where) of each file the run wrote at the end: results, report."""
+
+    def record(self, nodeid: str, phase: str, outcome: str, payload: dict[str, Any],
+               message: str, duration: float) -> None:
+        """Merge one report phase into the test's outcome."""
+        entry = self.outcomes.setdefault(nodeid, {"nodeid": nodeid, "outcome": "passed",
+                                                  "duration_s": 0.0, "message": ""})
+        entry["duration_s"] = round(entry["duration_s"] + duration, 6)
+        for key, value in payload.items():
+            if key == "evidence" and not value:
+                continue
+            entry[key] = value
+        if outcome == "skipped":
+            entry["outcome"] = "skipped"
+            entry["message"] = message
+        elif outcome == "failed":
+            entry["outcome"] = "failed" if phase == "call" else "error"
+            entry["message"] = entry["message"] or message
+        elif outcome in ("xfailed", "xpassed"):
+            entry["outcome"] = outcome
