@@ -226,8 +226,10 @@ class LoadGen:
         self.ledger.keep(result)
         p95 = result.stat("ttft", "p95")
         summary = result.summary
-        shown = ("n/a" if p95 is None else "∞ (failed requests)" if math.isinf(p95)
-                 else f"{p95 * 1000:.0f} ms")
+        empty = summary.counts.no_content and not summary.counts.failed
+        shown = ("n/a" if p95 is None
+                 else "∞ (no content: only reasoning or tool calls)" if math.isinf(p95) and empty
+                 else "∞ (failed requests)" if math.isinf(p95) else f"{p95 * 1000:.0f} ms")
         self._say(f"inferaccept: load {label}: {summary.counts.measured} measured, {summary.counts.failed} "
                   f"failed, TTFT p95 {shown}, "
                   f"{summary.throughput_tokens_per_s or 0:.1f} output tokens/s ({run.stopped_by})")

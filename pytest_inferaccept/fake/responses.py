@@ -25,7 +25,7 @@ from aiohttp import web
 from pytest_inferaccept.fake import generation, hostile, textgen
 from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.metrics import MetricsState
-from pytest_inferaccept.fake.validation import ApiError, _bad, _is_int, _is_num
+from pytest_inferaccept.fake.validation import ApiError, _bad, _is_int, check_sampling
 
 ROLES = ("user", "assistant", "system", "developer")
 FORMATS = ("text", "json_object", "json_schema")
@@ -253,12 +253,7 @@ def _read_scalars(body: Mapping[str, Any], served: tuple[str, ...]) -> None:
     limit = body.get("max_output_tokens")
     if limit is not None and (not _is_int(limit) or limit < 1):
         raise _bad("'max_output_tokens' must be an integer >= 1", "max_output_tokens")
-    temp = body.get("temperature")
-    if temp is not None and (not _is_num(temp) or not 0 <= temp <= 2):
-        raise _bad("'temperature' must be a number in [0, 2]", "temperature")
-    top_p = body.get("top_p")
-    if top_p is not None and (not _is_num(top_p) or not 0 <= top_p <= 1):
-        raise _bad("'top_p' must be a number in [0, 1]", "top_p")
+    check_sampling(body)
     for key in ("stream", "store"):
         if body.get(key) is not None and not isinstance(body[key], bool):
             raise _bad(f"'{key}' must be a boolean", key)

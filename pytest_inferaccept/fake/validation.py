@@ -46,12 +46,7 @@ def check_common(body: Mapping[str, Any], served: tuple[str, ...]) -> None:
     for key in ("max_tokens", "max_completion_tokens"):
         if key in body and body[key] is not None and (not _is_int(body[key]) or body[key] < 1):
             raise _bad(f"'{key}' must be an integer >= 1", key)
-    temp = body.get("temperature")
-    if temp is not None and (not _is_num(temp) or not 0 <= temp <= 2):
-        raise _bad("'temperature' must be a number in [0, 2]", "temperature")
-    top_p = body.get("top_p")
-    if top_p is not None and (not _is_num(top_p) or not 0 <= top_p <= 1):
-        raise _bad("'top_p' must be a number in [0, 1]", "top_p")
+    check_sampling(body)
     n = body.get("n")
     if n is not None and (not _is_int(n) or not 1 <= n <= 128):
         raise _bad("'n' must be an integer in [1, 128]", "n")
@@ -189,3 +184,13 @@ def check_embeddings(body: Mapping[str, Any], served: tuple[str, ...]) -> list[s
         raise ApiError(404, f"The model '{model}' does not exist", param="model",
                        code="model_not_found")
     return out
+
+
+def check_sampling(body: Mapping[str, Any]) -> None:
+    """`temperature` in [0, 2] and `top_p` in [0, 1], as numbers, when given."""
+    temp = body.get("temperature")
+    if temp is not None and (not _is_num(temp) or not 0 <= temp <= 2):
+        raise _bad("'temperature' must be a number in [0, 2]", "temperature")
+    top_p = body.get("top_p")
+    if top_p is not None and (not _is_num(top_p) or not 0 <= top_p <= 1):
+        raise _bad("'top_p' must be a number in [0, 1]", "top_p")

@@ -14,7 +14,7 @@ from pytest_inferaccept.model import AnswerConsistency, CheckResult, GatePolicy,
 from pytest_inferaccept.report import words
 from pytest_inferaccept.report.capacity_view import ScenarioView, capacity_views
 from pytest_inferaccept.report.evidence_view import EvidenceView, evidence_view
-from pytest_inferaccept.report.load_table import load_table
+from pytest_inferaccept.report.load_table import load_note, load_table
 from pytest_inferaccept.report.units import (
     fmt_limit,
     fmt_margin,
@@ -139,6 +139,8 @@ class LoadView:
     href: str
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    note: str = ""
+    """A sentence under the table (why two TTFT figures), or empty."""
 
 
 @dataclass(frozen=True)
@@ -412,7 +414,7 @@ def _suites(checks: list[CheckView]) -> tuple[SuiteView, ...]:
 def _load_table(test: CheckResult) -> LoadView:
     columns, rows = load_table(test.load)
     return LoadView(check=words.short_name(test.nodeid), href=f"#{anchor(test.nodeid)}",
-                    columns=columns, rows=rows)
+                    columns=columns, rows=rows, note=load_note(test.load))
 
 
 def _load(doc: RunDocument) -> tuple[tuple[SloRowView, ...], tuple[LoadView, ...]]:
