@@ -53,7 +53,8 @@ def test_an_slo_met_by_the_server_passes(pytester: pytest.Pytester, fast_server:
     assert {row["key"] for row in load["slo"]["rows"]} == {"ttft_p95", "error_rate"}
     ttft = load["summary"]["metrics"]["ttft"]["p95"]
     assert 0.02 <= ttft["value"] < 0.2
-    assert load["selfcheck"]["client_bound"] == []
+    # --client-check warn: on a busy machine the self-check may list reasons; they are warnings here
+    assert all(r in str(test["evidence"].get("warnings", [])) for r in load["selfcheck"]["client_bound"])
 
 
 def test_an_slo_the_server_misses_fails_with_the_figure_against_the_limit(

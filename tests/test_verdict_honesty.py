@@ -127,7 +127,11 @@ def test_a_server_failing_most_requests_fast_is_no_go_not_a_client_bound_invalid
     assert result.ret == 1, out
     assert "VERDICT: NO-GO" in out
     assert "80 http_5xx" in out
-    assert _load(pytester)["selfcheck"]["client_bound"] == []
+    # the fast failures did not make the client "unable to keep 4 in flight"; on a loaded machine
+    # its event loop may still run late (another reason, which the verdict warns about, ranked
+    # after the server's failures)
+    bound = _load(pytester)["selfcheck"]["client_bound"]
+    assert not [r for r in bound if "in flight" in r], bound
     # the page shows the figure the verdict read, not the successful requests' p95
     html = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert "∞ (failed)" in html and "∞ (failed requests)" in html
