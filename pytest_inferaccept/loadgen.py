@@ -129,7 +129,7 @@ class LoadGen:
         self.history: list[CapacityResult] = self.ledger.history
         """Every capacity scenario of the session so far (the sweep and the soak read the ladder's)."""
 
-    def spec(self, *, concurrency: int | None = None, rate: float | None = None,
+    def _spec(self, *, concurrency: int | None = None, rate: float | None = None,
              requests: int | None = None, duration: float | None = None,
              workload: str | Path | Workload | None = None, warmup: int | None = None,
              kind: Literal["chat", "completions", "embeddings"] = "chat", workers: int | None = None,
@@ -171,7 +171,7 @@ class LoadGen:
         from pytest_inferaccept.load import WorkloadError
 
         try:
-            return self.spec(**kwargs)
+            return self._spec(**kwargs)
         except (WorkloadError, ValueError) as exc:
             # Bad input to the plugin, not a finding about the server: the test cannot judge it.
             self.ledger.mark_invalid(f"the load was not started: {exc}")
@@ -242,7 +242,7 @@ class LoadGen:
 
     # -- capacity scenarios: many bounded steps, judged as one scenario, not as separate runs --
 
-    def measure(self, tag: str, **kwargs: Any) -> LoadResult:
+    def _measure(self, tag: str, **kwargs: Any) -> LoadResult:
         """One step of a capacity scenario: run and summarize it, keep its records, judge nothing."""
         from pytest_inferaccept.load import LoadInterrupted, run_load
 
@@ -256,14 +256,14 @@ class LoadGen:
         self.ledger.keep_records(label, run)
         return self._result(run, label)
 
-    def sampler(self, interval: float = 1.0) -> Sampler:
+    def _sampler(self, interval: float = 1.0) -> Sampler:
         """Telemetry beside a scenario: /metrics gauges, the launched process's memory, GPUs."""
         from pytest_inferaccept.capacity.sampler import Sampler
 
         return Sampler(base_url=self.server.base_url, api_key=self.settings.api_key, interval=interval,
                        pid=self._launched_pid, gpu_command=self.settings.capacity.gpu_telemetry)
 
-    def alive(self, timeout: float | None = None) -> tuple[bool, str]:
+    def _alive(self, timeout: float | None = None) -> tuple[bool, str]:
         """Does the server answer a one-token chat request within `timeout` (default: the request timeout)?"""
         from pytest_inferaccept.http import client_for
 
@@ -278,7 +278,7 @@ class LoadGen:
             return False, f"HTTP {resp.status_code}"
         return True, f"HTTP 200 in {resp.elapsed.total_seconds():.2f} s"
 
-    def record(self, result: CapacityResult) -> CapacityResult:
+    def _record(self, result: CapacityResult) -> CapacityResult:
         self.ledger.keep_scenario(result)
         self._say(f"inferaccept: {result.kind} {self.label}: {result.status.upper()}: {result.headline}")
         return result
@@ -290,8 +290,8 @@ class LoadGen:
         from pytest_inferaccept.capacity.ladder import ladder
 
         cap = self.settings.capacity
-        return self.record(ladder(
-            self.measure, self.sampler(), levels=tuple(levels or cap.ladder),
+        return self._record(ladder(
+            self._measure, self._sampler(), levels=tuple(levels or cap.ladder),
             requests=requests or self._step_requests(), duration=duration or cap.step_duration,
             settle=cap.settle if settle is None else settle, slo=self.slo,
             breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
@@ -321,8 +321,8 @@ class LoadGen:
         cap = self.settings.capacity
         chosen = tuple(rates or cap.sweep_rates or (1.0, 2.0, 4.0, 8.0))
         knee = self._rates_knee[1] if self._rates_knee and self._rates_knee[0] == chosen else None
-        return self.record(sweep(
-            self.measure, self.sampler(), rates=chosen, requests=requests or self._step_requests(),
+        return self._record(sweep(
+            self._measure, self._sampler(), rates=chosen, requests=requests or self._step_requests(),
             duration=duration or cap.step_duration, slo=self.slo, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, min_rate=min_rate, label=self.label, workload=workload,
             knee=knee, say=self._say))
@@ -338,8 +338,8 @@ class LoadGen:
         cap = self.settings.capacity
         # At least 60 memory samples, so that each third of a short soak can be judged on its own.
         interval = min(1.0, max(0.2, duration / 60))
-        return self.record(soak(
-            self.measure, self.sampler(interval), concurrency=concurrency, duration=duration, slo=self.slo,
+        return self._record(soak(
+            self._measure, self._sampler(interval), concurrency=concurrency, duration=duration, slo=self.slo,
             drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance, alpha=0.01,
             label=self.label, workload=workload, basis=basis, knee=self._from_knee.get(basis),
             horizon=cap.soak_horizon, memory_limit=cap.memory_limit, say=self._say))
@@ -351,8 +351,8 @@ class LoadGen:
 
         cap = self.settings.capacity
         chosen = tuple(levels or _doubling(max(cap.ladder), cap.push_max))
-        return self.record(push(
-            self.measure, self.alive, levels=chosen, requests=requests or 40,
+        return self._record(push(
+            self._measure, self._alive, levels=chosen, requests=requests or 40,
             duration=duration or cap.step_duration, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, request_timeout=self.settings.request_timeout,
             label=self.label, workload=workload, say=self._say))
@@ -365,8 +365,8 @@ class LoadGen:
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         top = int(window * 1.5) if window else 8192
         chosen = tuple(lengths or _doubling(128, top, include_top=True))
-        return self.record(push_length(
-            self.measure, self.alive, lengths=chosen, context_window=window, requests=requests,
+        return self._record(push_length(
+            self._measure, self._alive, lengths=chosen, context_window=window, requests=requests,
             duration=self.settings.capacity.step_duration, request_timeout=self.settings.request_timeout,
             label=self.label, say=self._say))
 
@@ -377,8 +377,8 @@ class LoadGen:
         from pytest_inferaccept.capacity.lengths import lengths
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        return self.record(lengths(
-            self.measure, self.sampler(), context_window=window,
+        return self._record(lengths(
+            self._measure, self._sampler(), context_window=window,
             input_buckets=tuple(input_buckets or ("short", "medium", "long", "very_long")),
             output_buckets=tuple(output_buckets or ("short", "medium", "long")), requests=requests,
             concurrency=concurrency, duration=duration or self.settings.capacity.step_duration,
@@ -393,8 +393,8 @@ class LoadGen:
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         usable = usable_input(window, 32)
-        return self.record(interference(
-            self.measure, self.sampler(), concurrency=concurrency, requests=requests,
+        return self._record(interference(
+            self._measure, self._sampler(), concurrency=concurrency, requests=requests,
             duration=duration or self.settings.capacity.step_duration, short_tokens=short_tokens,
             long_tokens=long_tokens or (min(4096, usable) if usable else 1536), long_share=long_share,
             output_tokens=32, threshold=threshold, max_ratio=max_ratio, label=self.label, say=self._say))
@@ -407,8 +407,8 @@ class LoadGen:
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         usable = usable_input(window, 16)
-        return self.record(prefix_cache(
-            self.measure, self.sampler(), concurrency=concurrency, requests=requests,
+        return self._record(prefix_cache(
+            self._measure, self._sampler(), concurrency=concurrency, requests=requests,
             duration=duration or self.settings.capacity.step_duration,
             prefix_tokens=prefix_tokens or (max(128, min(2048, usable - 64)) if usable else 1024),
             suffix_tokens=64, output_tokens=16, label=self.label, say=self._say))
@@ -420,8 +420,8 @@ class LoadGen:
         from pytest_inferaccept.capacity.multi_turn import multi_turn
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        return self.record(multi_turn(
-            self.measure, self.sampler(), conversations=conversations, turns=turns, concurrency=concurrency,
+        return self._record(multi_turn(
+            self._measure, self._sampler(), conversations=conversations, turns=turns, concurrency=concurrency,
             user_tokens=user_tokens, answer_tokens=answer_tokens, context_window=window,
             duration=duration or self.settings.capacity.step_duration, label=self.label, say=self._say))
 
@@ -481,8 +481,8 @@ class LoadGen:
             raise NotApplicable(RECOVERY_NEEDS_LAUNCH)
         from pytest_inferaccept.capacity.recovery import recovery
 
-        return self.record(recovery(
-            self.measure, self.alive, self._restart,
+        return self._record(recovery(
+            self._measure, self._alive, self._restart,
             concurrency=concurrency or self.settings.load.concurrency, duration=duration,
             kill_after=kill_after, request_timeout=self.settings.request_timeout, label=self.label,
             say=self._say))
