@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,8 +51,13 @@ def lines(finished: FinishedRun) -> list[Line]:
         more = f" and {rest} more" if rest > 0 else ""
         out.append((f"  a subset: {deselected.count} acceptance checks were deselected "
                     f"(-k, -m or --deselect) and did not run: {names}{more}", {"yellow": True}))
-    for warning in verdict.warnings[:MAX_REASONS]:
-        out.append((f"  warning: {warning[:200]}", {"yellow": True}))
+    # The same warning from several checks is one line with its count.
+    seen = Counter(verdict.warnings)
+    for warning, times in list(seen.items())[:MAX_REASONS]:
+        count = f" ({times} checks)" if times > 1 else ""
+        out.append((f"  warning: {warning[:200]}{count}", {"yellow": True}))
+    if len(seen) > MAX_REASONS:
+        out.append((f"  … and {len(seen) - MAX_REASONS} more warnings", {"yellow": True}))
     others = [*document.get("other_failures", ()),
               *([finished.invalid_because] if finished.invalid_because else [])]
     if others:
