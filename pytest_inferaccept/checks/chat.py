@@ -195,11 +195,21 @@ def error_envelope(body: object) -> tuple[bool, str]:
     return True, ""
 
 
-def ok_json(resp: Any, what: str) -> Any:
-    """The JSON body of an httpx response that must be 200; CheckFailed with the evidence otherwise."""
+def ok_json(resp: Any, what: str, request: object = None) -> Any:
+    """The JSON body of an httpx response that must be 200; CheckFailed with the evidence otherwise
+    (the `request`, when given, beside the body of an answer that is not 200)."""
+    body = excerpt(resp.text, 400)
     require(resp.status_code == 200, f"{what} answered {resp.status_code}, expected 200",
-            excerpt(resp.text, 400))
+            body if request is None else f"request: {_show(request)}\nbody: {body}")
     try:
         return resp.json()
     except ValueError:
-        fail(f"{what} answered 200 with a body that is not JSON", excerpt(resp.text, 400))
+        fail(f"{what} answered 200 with a body that is not JSON", body)
+
+
+def ok_json_object(resp: Any, what: str, request: object = None) -> dict[str, Any]:
+    """`ok_json` for an answer that must be a JSON object."""
+    data = ok_json(resp, what, request)
+    require(isinstance(data, dict), f"{what} answered 200 with JSON that is not an object",
+            excerpt(resp.text, 400))
+    return data  # type: ignore[no-any-return]

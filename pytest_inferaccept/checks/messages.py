@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.checks._base import fail, require
 from pytest_inferaccept.checks._base import show as _show
+from pytest_inferaccept.checks.chat import ok_json_object
 from pytest_inferaccept.checks.generation import cut_at_stops
 from pytest_inferaccept.checks.sse import SseStream, read_sse
 from pytest_inferaccept.evidence import excerpt
@@ -68,15 +69,7 @@ class Reply:
 def post_message(client: httpx.Client, body: Mapping[str, Any], sent: Mapping[str, str]) -> dict[str, Any]:
     """POST a non-streamed message; fail unless it answers 200 with a JSON object."""
     resp = client.post(MESSAGES_PATH, json={**body, "stream": False}, headers=dict(sent))
-    require(resp.status_code == 200, f"POST {MESSAGES_PATH} answered {resp.status_code}, expected 200",
-            f"request: {_show(body)}\nbody: {excerpt(resp.text, 600)}")
-    try:
-        data = resp.json()
-    except ValueError:
-        fail(f"POST {MESSAGES_PATH} answered 200 with a body that is not JSON", excerpt(resp.text, 600))
-    require(isinstance(data, dict), f"POST {MESSAGES_PATH} answered 200 with JSON that is not an object",
-            excerpt(resp.text, 600))
-    return data  # type: ignore[no-any-return]
+    return ok_json_object(resp, f"POST {MESSAGES_PATH}", body)
 
 
 def message_text(body: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_inferaccept.checks._base import fail, require
 from pytest_inferaccept.checks._base import is_int as _is_int
 from pytest_inferaccept.checks._base import show as _show
-from pytest_inferaccept.checks.chat import error_envelope
+from pytest_inferaccept.checks.chat import error_envelope, ok_json_object
 from pytest_inferaccept.checks.sse import SseStream
 from pytest_inferaccept.checks.stream import open_stream
 from pytest_inferaccept.checks.structured import schema_errors
@@ -41,15 +41,7 @@ def _first_difference(a: str, b: str) -> int:
 def post_response(client: httpx.Client, body: Mapping[str, Any]) -> dict[str, Any]:
     """POST a non-stream response; fail unless it answers 200 with a JSON object."""
     resp = client.post(RESPONSES_PATH, json={**body, "stream": False})
-    require(resp.status_code == 200, f"POST {RESPONSES_PATH} answered {resp.status_code}, expected 200",
-            f"request: {_show(dict(body))}\nbody: {excerpt(resp.text, 600)}")
-    try:
-        data = resp.json()
-    except ValueError:
-        fail(f"POST {RESPONSES_PATH} answered 200 with a body that is not JSON", excerpt(resp.text, 400))
-    if not isinstance(data, dict):
-        fail(f"POST {RESPONSES_PATH} answered 200 with JSON that is not an object", excerpt(resp.text, 400))
-    return data
+    return ok_json_object(resp, f"POST {RESPONSES_PATH}", dict(body))
 
 
 def check_response(resp: object, what: str = "response") -> list[str]:
