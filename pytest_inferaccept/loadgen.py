@@ -226,7 +226,9 @@ class LoadGen:
         self.ledger.keep(result)
         p95 = result.stat("ttft", "p95")
         summary = result.summary
-        empty = summary.counts.no_content and not summary.counts.failed
+        from pytest_inferaccept.stats.summary import content_never_came
+
+        empty = content_never_came("ttft", summary.counts.failed, summary.counts.no_content)
         shown = ("n/a" if p95 is None
                  else "∞ (no content: only reasoning or tool calls)" if math.isinf(p95) and empty
                  else "∞ (failed requests)" if math.isinf(p95) else f"{p95 * 1000:.0f} ms")

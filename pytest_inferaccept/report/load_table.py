@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_inferaccept.model import ClientLoad, Estimate, LoadResult, RequestCounts, Spread
 from pytest_inferaccept.report.units import fmt_number, fmt_value, spec_label
+from pytest_inferaccept.stats.summary import content_never_came
 
 Getter = Callable[[LoadResult], Any]
 
@@ -29,7 +30,7 @@ def _latency(metric: str, stat: str) -> Getter:
             # the percentile falls on failed requests (or, for TTFT, on answers whose content never
             # came): slower than any limit
             counts = _counts(run)
-            if metric == "ttft" and counts.no_content and not counts.failed:
+            if content_never_came(metric, counts.failed, counts.no_content):
                 return NO_CONTENT
             return CENSORED
         return _estimate(est)

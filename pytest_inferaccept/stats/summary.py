@@ -37,6 +37,12 @@ TTFT-any-token. `ttft_first_byte` is descriptive, over successful requests only.
 CENSORED = math.inf
 """The value a failed request takes in a judged latency figure: later than any limit."""
 
+
+def content_never_came(metric: str, failed: int | None, no_content: int | None) -> bool:
+    """Is an infinite figure of `metric` so only because answers carried no content (only reasoning or
+    tool calls), with no request failed? TTFT waits for content; every other metric counts them."""
+    return metric == "ttft" and bool(no_content) and not failed
+
 TokenSource = Literal["usage", "content_events", "mixed", "none"]
 
 
