@@ -11,6 +11,7 @@ before every run).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -58,14 +59,22 @@ if TYPE_CHECKING:
     from pytest_inferaccept.stats.summary import LoadSummary
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pytest_inferaccept' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def _lazy_names(package: str, exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """The package's `__getattr__`: a name of `exports` is imported from its module on first use and
+    kept in `namespace` (the package's globals), so later lookups are plain attribute reads."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__
+
+
+__getattr__ = _lazy_names(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

@@ -6,8 +6,9 @@ The names below load with their module on first use, so importing one module of 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_inferaccept import _lazy_names
 
 _EXPORTS: dict[str, str] = {
     "ClientLoad": "pytest_inferaccept.stats.selfcheck",
@@ -41,13 +42,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_names(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:
