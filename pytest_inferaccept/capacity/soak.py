@@ -7,6 +7,7 @@ imports pytest.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -101,12 +102,18 @@ def soak(
     memory = sampler.series.get("memory_bytes") or sampler.series.get("launched_rss_bytes")
     if memory is not None and len(memory.points) >= 2:
         pts = [(t - t0, v) for t, v in memory.points if t0 <= t <= t1 + 1]
+        # Requests the server had finished at each sample: growth per request is fitted against
+        # them, not per second divided by an average rate (which a rate that varies would skew).
+        # The engine's clock starts when the measure does, about t0: an offset only shifts counts.
+        ends = sorted(r.end for r in result.records)
+        first = min((r.send for r in result.records), default=0.0)
+        finished = [bisect.bisect_right(ends, first + t) for t, _ in pts]
         found = (memory_limit, "--memory-limit") if memory_limit else (
             (capacity or memory_capacity)(sampler.pid) if sampler.pid is not None else None)
         checks["memory_growth"] = judge.judge_memory(
             pts, what=f"memory ({memory.source})", window_s=window, traffic=traffic,
             capacity=judge.Capacity(total=found[0], share=BUDGET_SHARE, source=found[1]) if found else None,
-            tolerance=memory_tolerance, source=memory.source)
+            tolerance=memory_tolerance, source=memory.source, finished=finished)
         series["memory_bytes"] = [[round(t, 3), v] for t, v in pts]
     else:
         checks["memory_growth"] = {

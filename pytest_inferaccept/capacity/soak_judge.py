@@ -150,16 +150,52 @@ def _chosen(whole: Slope, shape: Shape) -> Slope:
     return shape.last if shape.kind != "steady" and shape.last is not None else whole
 
 
-def _rate_json(chosen: Slope, whole: Slope, per: float | None) -> dict[str, Any]:
-    """The projected rate per second, per hour and (given a request rate `per`) per request."""
+def _rate_json(chosen: Slope, whole: Slope, per: float | None, by_request: Slope | None) -> dict[str, Any]:
+    """The projected rate per second, per hour and per request: fitted against the requests finished
+    (`by_request`) when they were counted, else the rate per second over the request rate `per`."""
     basis = "whole_soak" if chosen is whole else "last_third"
     out: dict[str, Any] = {"slope": chosen.to_json(), "basis": basis,
                            "per_hour": chosen.per_s * 3600, "per_hour_low": chosen.low * 3600,
                            "per_hour_high": chosen.high * 3600}
-    if per:
+    if by_request is not None:
+        out.update(per_request=by_request.per_s, per_request_low=by_request.low,
+                   per_request_high=by_request.high, per_request_basis="finished_requests")
+    elif per:
         out.update(per_request=chosen.per_s / per, per_request_low=chosen.low / per,
-                   per_request_high=chosen.high / per)
+                   per_request_high=chosen.high / per, per_request_basis="request_rate")
     return out
+
+
+def _memory_shape(points: Points, finished: Sequence[int] | None, alpha: float) -> Shape:
+    """How memory grew over the soak; growth that slowed only because the traffic slowed is steady.
+
+    With the requests finished counted at each point, the slowing must show against them too: a
+    leak of so much per request grows more slowly per second whenever fewer requests finish (a
+    loaded client, a server that slows), which is no cache filling up."""
+    shape = shape_of(points, alpha=alpha)
+    if shape.kind == "steady" or finished is None or len(finished) != len(points):
+        return shape
+    counted = sorted((float(n), v) for (_, v), n in zip(points, finished, strict=True))
+    if shape_of(counted, alpha=alpha).kind != "steady":
+        return shape
+    return shape.steady()
+
+
+def _by_request(points: Points, finished: Sequence[int] | None, chosen: Slope, whole: Slope,
+                window_s: float, rate: float | None, alpha: float) -> Slope | None:
+    """Growth per request: the memory against the requests finished at each sample, over the part of
+    the soak `chosen` covers (the whole, or its last third); None when they were not counted.
+
+    Dividing the rate per second by the soak's mean request rate assumes the two were measured over
+    the same span at a steady rate; a rate that varies (a loaded client, a server that slows) skews
+    that quotient beyond its interval, while the fit against counts holds."""
+    if finished is None or len(finished) != len(points) or not rate:
+        return None
+    pairs = sorted(zip(points, finished, strict=True))
+    if chosen is not whole:
+        t0, t1 = pairs[0][0][0], pairs[-1][0][0]
+        pairs = [(p, n) for p, n in pairs if p[0] >= t1 - (t1 - t0) / 3]
+    return slope_of([(float(n), v) for (_, v), n in pairs], window_s=window_s * rate, alpha=alpha)
 
 
 def _not_judged(what: str, n: int, base: dict[str, Any]) -> dict[str, Any]:
@@ -169,10 +205,12 @@ def _not_judged(what: str, n: int, base: dict[str, Any]) -> dict[str, Any]:
 
 def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic,
                  capacity: Capacity | None, tolerance: float, source: str,
-                 name: str = "memory") -> dict[str, Any]:
+                 name: str = "memory", finished: Sequence[int] | None = None) -> dict[str, Any]:
     """The memory check: growth per request and per hour, projected to the horizon, against the budget.
 
-    `what` names the series in the check's text, `name` in its short answer.
+    `what` names the series in the check's text, `name` in its short answer. `finished`, one per
+    point, counts the requests the server had finished by then: growth per request is fitted
+    against it (see `_by_request`).
 
     Without a known capacity, the limit is the memory at the start of the soak × (1 + tolerance)
     (tolerance 1.0: it would double within the horizon).
@@ -185,7 +223,7 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
     horizon_s = traffic.horizon_s
     if whole is None or horizon_s is None:
         return _not_judged(what, tr.n, base)
-    shape = shape_of(points, alpha=traffic.alpha)
+    shape = _memory_shape(points, finished, traffic.alpha)
     chosen = _chosen(whole, shape)
     if capacity is not None:
         limit, limit_words = capacity.budget, capacity.words()
@@ -195,6 +233,7 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
                        "(no memory budget known: give --memory-limit)")
     p = Projection(slope=chosen, horizon_s=horizon_s, level=chosen.end, limit=limit)
     rate = traffic.request_rate
+    by_request = _by_request(points, finished, chosen, whole, window_s, rate, traffic.alpha)
 
     def per_request(v: float) -> str:
         return _signed_bytes(v / rate) if rate else "n/a"
@@ -202,8 +241,13 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
     def per_s(v: float) -> str:
         return f"{_signed_bytes(v)}/s"
 
-    interval = _ci(chosen.low, chosen.high, per_request, chosen.confidence)
-    rates = (f"{per_request(chosen.per_s)} per request ({interval}), "
+    if by_request is not None:
+        each = _signed_bytes(by_request.per_s)
+        interval = _ci(by_request.low, by_request.high, _signed_bytes, by_request.confidence)
+    else:
+        each = per_request(chosen.per_s)
+        interval = _ci(chosen.low, chosen.high, per_request, chosen.confidence)
+    rates = (f"{each} per request ({interval}), "
              f"{_signed_bytes(chosen.per_s * 3600)}/h" + (f" at {rate:.3g} requests/s" if rate else ""))
     growth = _growth(p, _signed_bytes, traffic.horizon_words())
     reach = p.time_to_limit(chosen.per_s)
@@ -252,7 +296,7 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
         if reach is not None and room > 0:
             answer += f"; at {which} it {reaches}"
     return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(),
-            "rate": _rate_json(chosen, whole, rate),
+            "rate": _rate_json(chosen, whole, rate, by_request),
             "projection": {**p.to_json(), "limit_words": limit_words},
             "plan": _plan(whole, shape, p, traffic)}
 
@@ -318,7 +362,7 @@ def judge_latency(points: Points, *, what: str, metric: str, window_s: float, tr
         text = f"{what} {verb}: {rates}: {growth}{tail}"
         short = "levels off" if shape.kind == "levels_off" else _verb(chosen, "drifts")
         answer = f"{what} {short} ({per_hour(chosen.per_s)}, {interval})"
-    rate = _rate_json(chosen, whole, None)
+    rate = _rate_json(chosen, whole, None, None)
     rate["relative_per_hour"] = chosen.per_s * 3600 / start if start else None
     # Planning needs a limit the team set: the SLO (the relative fallback is no budget to plan for).
     plan = _plan(whole, shape, p, traffic) if limits else None

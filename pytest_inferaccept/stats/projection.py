@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pytest_inferaccept.stats.trend import trend
@@ -224,6 +224,10 @@ class Shape:
                 "early_span_s": list(self.first_span) if self.first_span else None,
                 "middle_third": self.middle.to_json() if self.middle else None,
                 "last_third": self.last.to_json() if self.last else None}
+
+    def steady(self) -> Shape:
+        """The same slopes, judged steady (what looked like slowing was not: see soak_judge)."""
+        return replace(self, kind="steady")
 
 
 def shape_of(points: Sequence[tuple[float, float]], *, alpha: float = 0.01) -> Shape:
