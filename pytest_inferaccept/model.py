@@ -22,10 +22,12 @@ CAPACITY_KINDS: Final[tuple[str, ...]] = ("ladder", "sweep", "soak", "push", "pu
 """Every kind of capacity scenario the plugin writes (docs/capacity.md)."""
 
 Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
-"""A number kept as the document wrote it: an integer stays one, so it prints as one."""
+"""A number kept as its producer wrote it: an integer stays one, so it prints as one (every
+number of the model is one: the ledger validates each test's entry and dumps it back)."""
 Masked = Literal["***"]
-"""What the scrubber leaves of a value whose key reads like a secret's name (api_key_set,
-ttft_any_token): every document is scrubbed as a whole before it is written."""
+"""What the scrubber leaves of a string or number whose key reads like a secret's name (every
+document is scrubbed as a whole before it is written). Earlier documents hold it where a flag or a
+summary was (api_key_set, ttft_any_token), so a baseline written by them still loads."""
 
 VerdictStatus = Literal["GO", "NO-GO", "INVALID"]
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
@@ -72,15 +74,15 @@ class RunSettings(_Open):
     server_url: str | None = None
     server_cmd: str | None = None
     server_preset: str | None = None
-    ready_timeout: float | None = None
+    ready_timeout: Number | None = None
     model: str | None = None
     embedding_model: str | None = None
     embedding_url: str | None = None
     api_key: Literal["<set>"] | None = None
     capabilities_required: list[str] = Field(default_factory=list)
-    request_timeout: float | None = None
-    connect_timeout: float | None = None
-    max_response_mb: float | None = None
+    request_timeout: Number | None = None
+    connect_timeout: Number | None = None
+    max_response_mb: Number | None = None
     load: LoadSettings | None = Field(default=None, description="how load tests ran and were judged: "
                                       "concurrency, requests, the session SLO and its source")
 
@@ -97,7 +99,7 @@ class Conditions(_Open):
     finished_at: str
     settings: RunSettings
     pytest_version: str | None = None
-    load_average: list[float] | None = Field(
+    load_average: list[Number] | None = Field(
         default=None, description="1, 5 and 15 minute load average of the client host at the end")
     declared: dict[str, str] = Field(
         default_factory=dict, description="conditions the team declared with --condition KEY=VALUE")
@@ -117,7 +119,7 @@ class Server(_Open):
         "each server describes itself in its own shape")
     log_paths: list[str] = Field(default_factory=list)
     launched: str | None = None
-    ready_seconds: float | None = None
+    ready_seconds: Number | None = None
 
 
 class Probe(_Open):
@@ -150,7 +152,7 @@ class Exchange(_Open):
     status: int | None = None
     response_headers: dict[str, str] = Field(default_factory=dict)
     response_body: str = ""
-    elapsed_s: float | None = None
+    elapsed_s: Number | None = None
     error: str | None = None
 
 
@@ -171,12 +173,12 @@ class SloRow(_Open):
     """One SLO limit judged against one load result."""
 
     key: str
-    limit: float | None = None
-    measured: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
+    limit: Number | None = None
+    measured: Number | None = None
+    ci_low: Number | None = None
+    ci_high: Number | None = None
     n: int | None = None
-    margin: float | None = Field(default=None, description="headroom as a fraction of the limit; "
+    margin: Number | None = Field(default=None, description="headroom as a fraction of the limit; "
                                  "negative on the wrong side")
     status: str = Field(description="pass, fail or not_enough_data")
     basis: str | None = Field(default=None, description="interval, or point_estimate when so asked")
@@ -194,7 +196,7 @@ class SloJudgement(_Open):
     """The SLO table of one load result."""
 
     status: str
-    confidence: float | None = None
+    confidence: Number | None = None
     point_estimate: bool | None = None
     rows: list[SloRow] = Field(default_factory=list)
 
@@ -490,35 +492,36 @@ class LoadResult(_Open):
 
 
 CapacityStatus = Literal["pass", "fail", "invalid"]
-Point = tuple[float, float]
+Point = tuple[Number, Number]
 """(seconds, value): one point of a capacity series."""
 
 
 class CapacityStep(_Open):
     """One step of a capacity scenario: a level's counts, latencies, throughput, SLO and telemetry peaks."""
 
-    level: float = Field(description="concurrency (ladder, push), requests/s (sweep) or prompt tokens "
+    level: Number = Field(description="concurrency (ladder, push), requests/s (sweep) or prompt tokens "
                                      "(push_length)")
     label: str | None = Field(default="", description="the step's label; null for a length bucket "
                                                       "that was not run")
     measured: int = 0
     failed: int = 0
-    error_rate: float | None = None
-    ttft_p50: float | None = None
-    ttft_p95: float | None = None
-    ttft_p99: float | None = None
-    e2e_p50: float | None = None
-    e2e_p95: float | None = None
-    e2e_p99: float | None = None
-    itl_p50: float | None = None
-    itl_p95: float | None = None
-    itl_p99: float | None = None
-    throughput_tokens_per_s: float | None = None
-    request_rate_per_s: float | None = None
-    achieved_concurrency: float | None = None
-    asked_rate: float | None = Field(default=None, description="the send rate the schedule asked for (req/s)")
-    achieved_rate: float | None = Field(default=None, description="the send rate achieved (req/s)")
-    achieved_fraction: float | None = Field(default=None, description="sweep: achieved_rate / asked_rate")
+    error_rate: Number | None = None
+    ttft_p50: Number | None = None
+    ttft_p95: Number | None = None
+    ttft_p99: Number | None = None
+    e2e_p50: Number | None = None
+    e2e_p95: Number | None = None
+    e2e_p99: Number | None = None
+    itl_p50: Number | None = None
+    itl_p95: Number | None = None
+    itl_p99: Number | None = None
+    throughput_tokens_per_s: Number | None = None
+    request_rate_per_s: Number | None = None
+    achieved_concurrency: Number | None = None
+    asked_rate: Number | None = Field(default=None,
+                                      description="the send rate the schedule asked for (req/s)")
+    achieved_rate: Number | None = Field(default=None, description="the send rate achieved (req/s)")
+    achieved_fraction: Number | None = Field(default=None, description="sweep: achieved_rate / asked_rate")
     slo_status: str | None = Field(default=None, description="pass, fail, not_enough_data; null without SLO")
     slo_failures: str = Field(default="", description="the SLO rows that failed, one sentence each")
     client_bound: list[str] = Field(default_factory=list,
@@ -528,7 +531,7 @@ class CapacityStep(_Open):
     error_classes: dict[str, int] = Field(default_factory=dict)
     error_statuses: dict[str, int] = Field(default_factory=dict, description="failed answers by HTTP status")
     stopped_by: str | None = None
-    telemetry: dict[str, float] = Field(default_factory=dict,
+    telemetry: dict[str, Number] = Field(default_factory=dict,
                                         description="the peak of each telemetry series during the step, by "
                                                     "role (running, waiting, kv_cache, memory_bytes, ...)")
     alive_after: bool | None = Field(default=None, description="push: the server answered after the step")
@@ -537,11 +540,11 @@ class CapacityStep(_Open):
 class CapacityKnee(_Open):
     """Where throughput stopped growing while latency climbed (level null: not within the levels)."""
 
-    level: float | None = None
+    level: Number | None = None
     reason: str = ""
-    efficiency: list[float | None] = Field(default_factory=list,
+    efficiency: list[Number | None] = Field(default_factory=list,
                                            description="scaling efficiency from each level to the next")
-    method: dict[str, float] = Field(default_factory=dict)
+    method: dict[str, Number] = Field(default_factory=dict)
 
 
 class Trend(_Open):
@@ -568,18 +571,18 @@ class SoakCheck(_Open):
     status: str = Field(description="pass, fail, not_enough_data or not_measured")
     text: str = ""
     trend: Trend | None = None
-    tolerance: float | None = None
-    alpha: float | None = None
+    tolerance: Number | None = None
+    alpha: Number | None = None
     source: str | None = None
-    error_rate: float | None = None
-    limit: float | None = None
-    onset_s: float | None = None
+    error_rate: Number | None = None
+    limit: Number | None = None
+    onset_s: Number | None = None
 
 
 class CapacityBoundary(_Open):
     """Where a push broke the server, and how it failed there."""
 
-    level: float | None = Field(default=None, description="push: the concurrency of the boundary")
+    level: Number | None = Field(default=None, description="push: the concurrency of the boundary")
     length: int | None = Field(default=None, description="push_length: the prompt tokens of the boundary")
     why: str | None = None
     failed: int = 0
@@ -587,7 +590,7 @@ class CapacityBoundary(_Open):
     error_classes: dict[str, int] = Field(default_factory=dict)
     shed: int = Field(default=0, description="failures that were 429 or 503")
     retry_after: int = Field(default=0, description="shed answers that carried Retry-After")
-    rejection_median_s: float | None = None
+    rejection_median_s: Number | None = None
     alive_after: bool | None = None
     alive_detail: str = ""
     graceful: bool | None = None
@@ -598,7 +601,7 @@ class CapacityFindings(_Open):
     """What a scenario found; which keys are set depends on its kind."""
 
     knee: CapacityKnee | None = None
-    max_slo_level: float | None = Field(default=None, description="ladder, sweep: the highest level "
+    max_slo_level: Number | None = Field(default=None, description="ladder, sweep: the highest level "
                                         "meeting every SLO, counting up from the first")
     max_slo_reason: str | None = None
     stopped_early: str | None = None
@@ -645,7 +648,7 @@ class CapacityExplanation(_Open):
 
     kind: str = Field(description="queueing, saturated, kv_cache_full, errors_begin, client_bound, "
                                   "latency_drift, memory_growing, boundary, interference or prefix_cache")
-    level: float | None = None
+    level: Number | None = None
     text: str = ""
     evidence: ExplanationEvidence = Field(default_factory=ExplanationEvidence)
 
@@ -653,7 +656,7 @@ class CapacityExplanation(_Open):
 class CapacitySeries(_Open):
     """The soak's series: window medians of TTFT and end-to-end latency, memory, errors per window."""
 
-    window_s: float | None = None
+    window_s: Number | None = None
     ttft: list[Point] = Field(default_factory=list)
     e2e: list[Point] = Field(default_factory=list)
     memory_bytes: list[Point] = Field(default_factory=list)
@@ -671,7 +674,7 @@ class TelemetrySeries(_Open):
 class CapacityTelemetry(_Open):
     """What the sampler read beside a scenario, and which sources were absent."""
 
-    interval_s: float | None = None
+    interval_s: Number | None = None
     samples: int = 0
     series: list[TelemetrySeries] = Field(default_factory=list)
     absent: list[str] = Field(default_factory=list)
@@ -768,11 +771,11 @@ class CheckResult(_Open):
 
     nodeid: str
     outcome: Outcome
-    duration_s: float = 0.0
+    duration_s: Number = 0.0
     message: str = ""
     file: str | None = None
     capabilities: list[str] = Field(default_factory=list)
-    slo: dict[str, float] | None = None
+    slo: dict[str, Number] | None = None
     evidence: Evidence = Field(default_factory=Evidence)
     load: list[LoadResult] = Field(default_factory=list)
     capacity: list[CapacityScenario] = Field(default_factory=list, description="the capacity scenarios "

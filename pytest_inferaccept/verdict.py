@@ -7,37 +7,21 @@ pydantic loads when a verdict is decided, not when the plugin is imported.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from pytest_inferaccept.model import Verdict
+    from pytest_inferaccept.model import CheckResult, Verdict
 
 Status = Literal["GO", "NO-GO", "INVALID"]
-Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 
 EXIT_CODES: dict[Status, int] = {"GO": 0, "NO-GO": 1, "INVALID": 6}
 """Process exit status per verdict (6 is not used by pytest itself)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class CheckOutcome:
-    """One acceptance test's outcome as the verdict sees it."""
-
-    nodeid: str
-    outcome: Outcome
-    message: str = ""
-    invalid: bool = False  # the test could not judge the server (e.g. the client was the bottleneck)
-    invalid_reason: str = ""
-    warnings: tuple[str, ...] = ()
-    caused_by: int | None = None
-    """Index of the cause (the server stopped) that explains this failure, if one does."""
-
-
-def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = (),
+def decide(outcomes: Sequence[CheckResult], problems: Sequence[str] = (),
            extra_warnings: Sequence[str] = (), causes: Sequence[str] = (),
            deselected: int = 0, failures: Sequence[str] = ()) -> Verdict:
-    """Decide the verdict.
+    """Decide the verdict over the run's checks (the ledger's entries, as the document holds them).
 
     INVALID when the run could not judge the server: a session problem (unreachable, never
     ready), a test flagged invalid, or no test ran to a pass or fail. NO-GO when any test failed
@@ -53,10 +37,11 @@ def decide(outcomes: Sequence[CheckOutcome], problems: Sequence[str] = (),
     counts: dict[str, int] = {}
     for item in outcomes:
         counts[item.outcome] = counts.get(item.outcome, 0) + 1
-    warnings = [w for item in outcomes for w in item.warnings] + list(extra_warnings)
+    warnings = [w for item in outcomes for w in item.evidence.warnings] + list(extra_warnings)
     if problems:
         return Verdict(status="INVALID", reasons=list(problems), warnings=warnings, counts=counts)
-    invalid = [f"{o.nodeid}: {o.invalid_reason or o.message}" for o in outcomes if o.invalid]
+    # A check flagged invalid could not judge the server (e.g. the client was the bottleneck).
+    invalid = [f"{o.nodeid}: {o.evidence.invalid}" for o in outcomes if o.evidence.invalid]
     if invalid:
         return Verdict(status="INVALID", reasons=invalid, warnings=warnings, counts=counts)
     judged = [o for o in outcomes if o.outcome in ("passed", "failed", "error", "xpassed")]

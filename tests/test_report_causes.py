@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 
 from pytest_inferaccept.evidence import Exchange
-from pytest_inferaccept.model import load
+from pytest_inferaccept.model import CheckResult, load
 from pytest_inferaccept.outage import Cause, connection_failure
-from pytest_inferaccept.verdict import CheckOutcome, decide
+from pytest_inferaccept.verdict import decide
 from tests._processes import FAKE_CMD
 from tests._report_runs import Page
 
@@ -231,8 +231,8 @@ def test_a_cause_reads_as_one_sentence_with_its_count(later: int, words: str) ->
 
 
 def test_the_verdict_gives_each_cause_one_reason_ahead_of_the_other_failures() -> None:
-    outcomes = [CheckOutcome(nodeid="t::own", outcome="failed", message="wrong"),
-                *(CheckOutcome(nodeid=f"t::{i}", outcome="error", message="gone", caused_by=0)
+    outcomes = [CheckResult(nodeid="t::own", outcome="failed", message="wrong"),
+                *(CheckResult(nodeid=f"t::{i}", outcome="error", message="gone", caused_by=0)
                   for i in range(3))]
     verdict = decide(outcomes, causes=["the server stopped answering during test t::0; ..."])
     assert verdict.status == "NO-GO"

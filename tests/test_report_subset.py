@@ -7,9 +7,9 @@ import json
 import pytest
 
 from pytest_inferaccept.fake import FakeServer
-from pytest_inferaccept.model import load
+from pytest_inferaccept.model import CheckResult, load
 from pytest_inferaccept.report.words import limitations
-from pytest_inferaccept.verdict import CheckOutcome, decide
+from pytest_inferaccept.verdict import decide
 from tests._report_runs import Page
 
 CHECKS = """
@@ -76,5 +76,5 @@ def test_the_limitations_name_the_first_deselected_checks_and_count_the_rest() -
 
 
 def test_the_verdict_says_nothing_of_a_subset_when_it_is_a_no_go() -> None:
-    failed = decide([CheckOutcome(nodeid="t::a", outcome="failed", message="x")], deselected=3)
+    failed = decide([CheckResult(nodeid="t::a", outcome="failed", message="x")], deselected=3)
     assert failed.reasons == ["t::a failed: x"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pytest_inferaccept.verdict import EXIT_CODES, CheckOutcome, decide
+from typing import Any
+
+from pytest_inferaccept.model import CheckResult
+from pytest_inferaccept.verdict import EXIT_CODES, decide
 
 
-def _o(outcome: str, **kw: object) -> CheckOutcome:
-    return CheckOutcome(nodeid=f"t::{outcome}", outcome=outcome, **kw)  # type: ignore[arg-type]
+def _o(outcome: str, **kw: Any) -> CheckResult:
+    return CheckResult.model_validate({"nodeid": f"t::{outcome}", "outcome": outcome, **kw})
 
 
 def test_all_passed_is_go_with_exit_code_zero() -> None:
@@ -32,11 +35,11 @@ def test_nothing_judged_is_invalid() -> None:
 
 
 def test_a_test_that_could_not_judge_makes_the_run_invalid_not_no_go() -> None:
-    v = decide([_o("passed"), _o("failed", invalid=True, message="client-bound")])
+    v = decide([_o("passed"), _o("failed", evidence={"invalid": "client-bound"})])
     assert v.status == "INVALID"
 
 
 def test_warnings_are_carried_but_do_not_change_go() -> None:
-    v = decide([_o("passed", warnings=("422 instead of 400",))])
+    v = decide([_o("passed", evidence={"warnings": ["422 instead of 400"]})])
     assert v.status == "GO"
     assert v.warnings == ["422 instead of 400"]

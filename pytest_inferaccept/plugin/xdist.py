@@ -157,8 +157,8 @@ class XdistPlugin:
         offset = len(state.outages.causes)
         state.outages.causes.extend(Cause(**data) for data in causes)
         for test, entry in state.ledger.outcomes.items():
-            if entry.get("caused_by") is not None and self._ran_on(test) == worker:
-                entry["caused_by"] = int(entry["caused_by"]) + offset
+            if entry.caused_by is not None and self._ran_on(test) == worker:
+                entry.caused_by += offset
 
     def _ran_on(self, test: str) -> str | None:
         # Outcomes are keyed by test id, which prefixes a --pyargs module's file to its node id.

@@ -49,7 +49,7 @@ def build_body(session: AcceptanceSession) -> dict[str, Any]:
         "causes": [cause.to_json() for cause in session.outages.causes],
         "deselected": {"count": len(session.ledger.deselected),
                        "examples": session.ledger.deselected[:MAX_NAMED]},
-        "tests": list(session.ledger.outcomes.values()),
+        "tests": session.ledger.entries(),
     }
 
 

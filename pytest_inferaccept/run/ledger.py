@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import CheckResult
 
 
 def now() -> str:
@@ -16,8 +19,9 @@ class RunLedger:
     """The outcome of every acceptance test, the run's problems, and what the run wrote."""
 
     def __init__(self) -> None:
-        self.outcomes: dict[str, dict[str, Any]] = {}
-        """Test id -> its entry in the results' `tests` (the per-test payload, phases merged)."""
+        self.outcomes: dict[str, CheckResult] = {}
+        """Test id -> its entry in the results' `tests`: the per-test payload with its report
+        phases merged, in the run model (validated when it is recorded, dumped once at the end)."""
         self.problems: list[str] = []
         """What kept the run from judging the server (it makes the verdict INVALID)."""
         self.other_failures: list[str] = []
@@ -40,9 +44,14 @@ class RunLedger:
 
     def record(self, nodeid: str, phase: str, outcome: str, payload: dict[str, Any],
                message: str, duration: float) -> None:
-        """Merge one report phase into the test's outcome."""
-        entry = self.outcomes.setdefault(nodeid, {"nodeid": nodeid, "outcome": "passed",
-                                                  "duration_s": 0.0, "message": ""})
+        """Merge one report phase (its payload as pytest carried it: plain JSON) into the test's
+        outcome. Only the keys a payload gave are kept (`model_fields_set`), so the document says
+        what the test recorded and no defaults it did not."""
+        from pytest_inferaccept.model import CheckResult
+
+        known = self.outcomes.get(nodeid)
+        entry: dict[str, Any] = (known.model_dump(exclude_unset=True) if known is not None else
+                                 {"nodeid": nodeid, "outcome": "passed", "duration_s": 0.0, "message": ""})
         entry["duration_s"] = round(entry["duration_s"] + duration, 6)
         for key, value in payload.items():
             if key == "evidence" and not value:
@@ -56,3 +65,8 @@ class RunLedger:
             entry["message"] = entry["message"] or message
         elif outcome in ("xfailed", "xpassed"):
             entry["outcome"] = outcome
+        self.outcomes[nodeid] = CheckResult.model_validate(entry)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The results' `tests`: every outcome as JSON, with the keys its payload gave."""
+        return [entry.model_dump(mode="json", exclude_unset=True) for entry in self.outcomes.values()]

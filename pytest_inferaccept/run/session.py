@@ -20,10 +20,10 @@ from pytest_inferaccept.run.probing import CapabilityProbes
 from pytest_inferaccept.run.servers import ServerManager
 from pytest_inferaccept.scrub import Scrubber, url_password
 from pytest_inferaccept.settings import Settings
-from pytest_inferaccept.verdict import CheckOutcome, decide
+from pytest_inferaccept.verdict import decide
 
 if TYPE_CHECKING:
-    from pytest_inferaccept.model import Verdict
+    from pytest_inferaccept.model import CheckResult, Verdict
 
 Log = Callable[[str], None]
 
@@ -92,15 +92,15 @@ class AcceptanceSession:
             if len(models) > 1:
                 row["models"] = {
                     model: self._capability_status(
-                        name, [e for e in entries if e.get("model", default) == model],
+                        name, [e for e in entries if (e.model if e.model is not None else default) == model],
                         probe if model == default else None, aftermath)[1]
                     for model in models}
             matrix[name] = row
         return matrix
 
-    def _models_checked(self, entries: list[dict[str, Any]], default: str | None) -> list[str]:
+    def _models_checked(self, entries: list[CheckResult], default: str | None) -> list[str]:
         """The models checks ran against by name, in the order the server lists them."""
-        named = {str(e["model"]) for e in entries if e.get("model")}
+        named = {e.model for e in entries if e.model}
         if not named:
             return []
         if default is not None:
@@ -108,15 +108,15 @@ class AcceptanceSession:
         listed = list(self.servers.current.served_models) if self.servers.current else []
         return sorted(named, key=lambda m: (listed.index(m) if m in listed else len(listed), m))
 
-    def _capability_status(self, name: str, entries: list[dict[str, Any]], probe: Any,
+    def _capability_status(self, name: str, entries: list[CheckResult], probe: Any,
                            aftermath: set[str]) -> tuple[dict[str, int], str]:
         """(outcome counts of the capability's tests among `entries`, the status they and the probe give)."""
         tests: dict[str, int] = {}
         judged_bad = 0
         for entry in entries:
-            if name in entry.get("capabilities", ()):
-                tests[entry["outcome"]] = tests.get(entry["outcome"], 0) + 1
-                judged_bad += entry["outcome"] in ("failed", "error") and entry["nodeid"] not in aftermath
+            if name in entry.capabilities:
+                tests[entry.outcome] = tests.get(entry.outcome, 0) + 1
+                judged_bad += entry.outcome in ("failed", "error") and entry.nodeid not in aftermath
         if judged_bad:
             status = "broken"
         elif probe is not None and probe.status != "supported":
@@ -129,14 +129,6 @@ class AcceptanceSession:
 
     def verdict(self) -> Verdict:
         """The go/no-go decision for this run."""
-        outcomes = [
-            CheckOutcome(nodeid=e["nodeid"], outcome=e["outcome"], message=e.get("message", ""),
-                        invalid=bool(e.get("evidence", {}).get("invalid")),
-                        invalid_reason=str(e.get("evidence", {}).get("invalid") or ""),
-                        warnings=tuple(e.get("evidence", {}).get("warnings", ())),
-                        caused_by=e.get("caused_by"))
-            for e in self.ledger.outcomes.values()
-        ]
         warnings = [
             f"optional capability {name} is broken (its tests were skipped): {probe.detail}"
             for name, probe in self.capabilities.probes.items()
@@ -147,7 +139,8 @@ class AcceptanceSession:
         warned, failures = key_findings(self.settings.api_key, self.capabilities.probes.get("auth"),
                                         required=self.capabilities.is_required("auth"))
         regressions, changed = self.ledger.baseline_findings  # what got worse since the baseline is a NO-GO
-        return decide(outcomes, self.ledger.problems, extra_warnings=[*warnings, *warned, *changed],
+        return decide(list(self.ledger.outcomes.values()), self.ledger.problems,
+                      extra_warnings=[*warnings, *warned, *changed],
                       causes=[cause.sentence() for cause in self.outages.causes],
                       deselected=len(self.ledger.deselected),
                       failures=[*failures, *regressions])
