@@ -67,6 +67,11 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             or getattr(option, "usepdb", False) or not _only_own_tests(config)):
         return
     option.numprocesses = OWN_WORKERS
+    if getattr(option, "dist", "no") == "no":
+        # An idle worker takes pending tests from a busy one: the long capacity tests no longer
+        # leave the run waiting on one worker at the end (2 min 36-40 s against 2 min 55 s-3 min
+        # 13 s with xdist's default `load`, measured here).
+        option.dist = "worksteal"
 
 
 def _only_own_tests(config: pytest.Config) -> bool:
