@@ -156,9 +156,9 @@ class XdistPlugin:
         state = self.state
         offset = len(state.outages.causes)
         state.outages.causes.extend(Cause(**data) for data in causes)
-        for test, entry in state.ledger.outcomes.items():
-            if entry.caused_by is not None and self._ran_on(test) == worker:
-                entry.caused_by += offset
+        for test in state.ledger.outcomes:
+            if self._ran_on(test) == worker:
+                state.ledger.shift_cause(test, offset)
 
     def _ran_on(self, test: str) -> str | None:
         # Outcomes are keyed by test id, which prefixes a --pyargs module's file to its node id.

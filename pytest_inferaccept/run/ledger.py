@@ -22,6 +22,10 @@ class RunLedger:
         self.outcomes: dict[str, CheckResult] = {}
         """Test id -> its entry in the results' `tests`: the per-test payload with its report
         phases merged, in the run model (validated when it is recorded, dumped once at the end)."""
+        self._given: dict[str, dict[str, Any]] = {}
+        """Test id -> the same entry as its payloads gave it (plain JSON), where phases merge."""
+        self._unread: set[str] = set()
+        """Tests whose entry the model could not read (a defect): the document keeps it as given."""
         self.problems: list[str] = []
         """What kept the run from judging the server (it makes the verdict INVALID)."""
         self.other_failures: list[str] = []
@@ -45,13 +49,14 @@ class RunLedger:
     def record(self, nodeid: str, phase: str, outcome: str, payload: dict[str, Any],
                message: str, duration: float) -> None:
         """Merge one report phase (its payload as pytest carried it: plain JSON) into the test's
-        outcome. Only the keys a payload gave are kept (`model_fields_set`), so the document says
-        what the test recorded and no defaults it did not."""
+        outcome, and read the merged entry into the model: the document keeps only the keys the
+        payloads gave, no defaults they did not."""
+        from pydantic import ValidationError
+
         from pytest_inferaccept.model import CheckResult
 
-        known = self.outcomes.get(nodeid)
-        entry: dict[str, Any] = (known.model_dump(exclude_unset=True) if known is not None else
-                                 {"nodeid": nodeid, "outcome": "passed", "duration_s": 0.0, "message": ""})
+        entry = self._given.setdefault(nodeid, {"nodeid": nodeid, "outcome": "passed",
+                                                "duration_s": 0.0, "message": ""})
         entry["duration_s"] = round(entry["duration_s"] + duration, 6)
         for key, value in payload.items():
             if key == "evidence" and not value:
@@ -65,8 +70,29 @@ class RunLedger:
             entry["message"] = entry["message"] or message
         elif outcome in ("xfailed", "xpassed"):
             entry["outcome"] = outcome
-        self.outcomes[nodeid] = CheckResult.model_validate(entry)
+        try:
+            self.outcomes[nodeid] = CheckResult.model_validate(entry)
+            self._unread.discard(nodeid)
+        except ValidationError:
+            # A defect of the plugin, not of the server: the run goes on with the test's outcome,
+            # the document keeps the entry as given, and its validation at the end names the defect
+            # (run.finish) while the JSON is still written.
+            self.outcomes[nodeid] = CheckResult.model_validate({k: entry[k] for k in _LEDGER_KEYS})
+            self._unread.add(nodeid)
+
+    def shift_cause(self, nodeid: str, offset: int) -> None:
+        """Renumber the test's `caused_by` by `offset` (a worker's causes appended after others')."""
+        entry = self.outcomes[nodeid]
+        if entry.caused_by is not None:
+            entry.caused_by += offset
+            self._given[nodeid]["caused_by"] = entry.caused_by
 
     def entries(self) -> list[dict[str, Any]]:
-        """The results' `tests`: every outcome as JSON, with the keys its payload gave."""
-        return [entry.model_dump(mode="json", exclude_unset=True) for entry in self.outcomes.values()]
+        """The results' `tests`: every outcome as JSON, with the keys its payloads gave."""
+        return [self._given[nodeid] if nodeid in self._unread else
+                entry.model_dump(mode="json", exclude_unset=True) for nodeid, entry in self.outcomes.items()]
+
+
+_LEDGER_KEYS = ("nodeid", "outcome", "duration_s", "message")
+"""The keys of an entry the ledger itself writes (always valid): what readers get of an entry whose
+payload the model could not read."""
