@@ -166,36 +166,45 @@ def _rate_json(chosen: Slope, whole: Slope, per: float | None, by_request: Slope
     return out
 
 
-def _memory_shape(points: Points, finished: Sequence[int] | None, alpha: float) -> Shape:
+Counted = list[tuple[float, float, float]]
+"""(seconds, requests finished by then, value) per point, in time order."""
+
+
+def _counted(points: Points, finished: Sequence[int] | None) -> Counted | None:
+    """The points with the requests finished at each; None when those were not counted."""
+    if finished is None or len(finished) != len(points):
+        return None
+    return sorted((t, float(n), v) for (t, v), n in zip(points, finished, strict=True))
+
+
+def _memory_shape(points: Points, counted: Counted | None, alpha: float) -> Shape:
     """How memory grew over the soak; growth that slowed only because the traffic slowed is steady.
 
     With the requests finished counted at each point, the slowing must show against them too: a
     leak of so much per request grows more slowly per second whenever fewer requests finish (a
     loaded client, a server that slows), which is no cache filling up."""
     shape = shape_of(points, alpha=alpha)
-    if shape.kind == "steady" or finished is None or len(finished) != len(points):
+    if shape.kind == "steady" or counted is None:
         return shape
-    counted = sorted((float(n), v) for (_, v), n in zip(points, finished, strict=True))
-    if shape_of(counted, alpha=alpha).kind != "steady":
+    if shape_of([(n, v) for _, n, v in counted], alpha=alpha).kind != "steady":
         return shape
     return shape.steady()
 
 
-def _by_request(points: Points, finished: Sequence[int] | None, chosen: Slope, whole: Slope,
-                window_s: float, rate: float | None, alpha: float) -> Slope | None:
+def _by_request(counted: Counted | None, chosen: Slope, whole: Slope, window_s: float,
+                rate: float | None, alpha: float) -> Slope | None:
     """Growth per request: the memory against the requests finished at each sample, over the part of
     the soak `chosen` covers (the whole, or its last third); None when they were not counted.
 
     Dividing the rate per second by the soak's mean request rate assumes the two were measured over
     the same span at a steady rate; a rate that varies (a loaded client, a server that slows) skews
     that quotient beyond its interval, while the fit against counts holds."""
-    if finished is None or len(finished) != len(points) or not rate:
+    if counted is None or not rate:
         return None
-    pairs = sorted(zip(points, finished, strict=True))
     if chosen is not whole:
-        t0, t1 = pairs[0][0][0], pairs[-1][0][0]
-        pairs = [(p, n) for p, n in pairs if p[0] >= t1 - (t1 - t0) / 3]
-    return slope_of([(float(n), v) for (_, v), n in pairs], window_s=window_s * rate, alpha=alpha)
+        t0, t1 = counted[0][0], counted[-1][0]
+        counted = [c for c in counted if c[0] >= t1 - (t1 - t0) / 3]
+    return slope_of([(n, v) for _, n, v in counted], window_s=window_s * rate, alpha=alpha)
 
 
 def _not_judged(what: str, n: int, base: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +232,8 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
     horizon_s = traffic.horizon_s
     if whole is None or horizon_s is None:
         return _not_judged(what, tr.n, base)
-    shape = _memory_shape(points, finished, traffic.alpha)
+    counted = _counted(points, finished)
+    shape = _memory_shape(points, counted, traffic.alpha)
     chosen = _chosen(whole, shape)
     if capacity is not None:
         limit, limit_words = capacity.budget, capacity.words()
@@ -233,7 +243,7 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
                        "(no memory budget known: give --memory-limit)")
     p = Projection(slope=chosen, horizon_s=horizon_s, level=chosen.end, limit=limit)
     rate = traffic.request_rate
-    by_request = _by_request(points, finished, chosen, whole, window_s, rate, traffic.alpha)
+    by_request = _by_request(counted, chosen, whole, window_s, rate, traffic.alpha)
 
     def per_request(v: float) -> str:
         return _signed_bytes(v / rate) if rate else "n/a"
