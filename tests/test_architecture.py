@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     #    settings, which resolve each room's own (capacity.settings, compare.policy,
     #    robustness.config are plain data, so they sit here with them).
     ("http", "server", "load", "stats", "robustness", "outage", "keycheck", "probes", "answers",
-     "expectations", "settings", "capacity.settings", "compare.policy"),
+     "correctness", "expectations", "settings", "capacity.settings", "compare.policy"),
     # 2. The run's core: the session and its ledger, the loadgen object, capacity scenarios, the
     #    typed run model and the finished document.
     ("capacity", "run", "session", "loadgen", "results"),
