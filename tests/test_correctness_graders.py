@@ -23,6 +23,26 @@ def test_a_number_is_read_after_answer_is_else_the_last_one(text: str, read: str
     assert read_number(text) == read
 
 
+@pytest.mark.parametrize(("text", "read"), [
+    # llama.cpp b11434 + SmolLM2-135M, "What is 2 times 5?": the result follows the equals sign
+    ("2 * 5 = 10\n\nThis is a classic example of a multiplication of a number by itself and 5.", "10"),
+    ("3 + 4 = 7, not 8", "7"), ("x = 3 + 4 = 7", "7"), ("5 times 9 equals 45, like 9 times 5.", "45"),
+    ("3 - 6 = 1.\n\nSo, the answer is 1.", "1"), ("12 + 30 = 42", "42"),
+])
+def test_a_worked_answer_is_read_at_its_last_equals_sign_not_at_a_number_in_later_prose(
+        text: str, read: str) -> None:
+    assert read_number(text) == read
+
+
+def test_a_bare_number_on_the_first_line_is_the_answer_whatever_prose_follows() -> None:
+    # llama.cpp b11434 + SmolLM2-135M answered "13" and then rambled until max_tokens
+    item = _item("number", answer="13")
+    text = "13\n\nThis is a classic fallacy: the number 13 is spread over the items in the order of 5, 15"
+    assert read_number(text) == "13"
+    assert grade(item, text, "length").outcome == "correct"
+    assert read_number("18.\n\nThen 20 more.") == "18"
+
+
 @pytest.mark.parametrize(("text", "correct"), [
     ("1234", True), ("1,234", True), ("1234.0", True), ("The total is 1,234 pencils.", True),
     ("1243", False), ("12 34", False), ("one thousand", False),
@@ -54,6 +74,15 @@ def test_a_choice_answer_is_graded_on_its_letter() -> None:
 ])
 def test_a_fact_is_matched_normalised_on_the_first_line(text: str, correct: bool) -> None:
     assert grade(_item("fact", answers=["Paris"]), text, "stop").correct is correct
+
+
+def test_a_fact_answer_that_first_repeats_the_question_is_read_on_the_line_after_it() -> None:
+    # llama.cpp b11434 + SmolLM2-135M echoed the question before answering it
+    item = _item("fact", answers=["Prague"])
+    assert grade(item, "To which city was the order shipped?\nThe answer is Prague.", "stop").correct
+    assert grade(item, "To which city was it shipped?\n\nPrague", "stop").correct
+    assert not grade(item, "Was it Prague?\nNo, Oslo.", "stop").correct
+    assert not grade(item, "Which city? Oslo or Prague?", "stop").correct
 
 
 def test_a_fact_accepts_any_of_its_answers_and_ignores_articles() -> None:

@@ -24,6 +24,17 @@ def test_two_picks_within_half_a_nat_and_in_each_others_top5_are_a_near_tie() ->
     assert "0.20 nats apart" in check.reason
 
 
+def test_a_near_tie_is_not_called_batching_noise_since_a_requantization_tips_ties_too() -> None:
+    # llama.cpp b11434, SmolLM2-135M Q4_1 vs Q8_0 of the same weights: all 12 changed grades were
+    # near ties, e.g. " Atlantic" -> " Pacific" 0.18 nats apart
+    a = [tok(" Atlantic", -0.80, (" Pacific", -0.98))]
+    b = [tok(" Pacific", -0.85, (" Atlantic", -0.95))]
+    check = classify(a, b)
+    assert check.kind == "near_tie"
+    assert "quantization" in check.reason
+    assert "noise of batching or kernels" not in check.reason
+
+
 def test_picks_more_than_half_a_nat_apart_are_a_real_change() -> None:
     a = [tok(" cat", -0.2, (" dog", -2.0))]
     b = [tok(" dog", -0.3, (" cat", -1.9))]

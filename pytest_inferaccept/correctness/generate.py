@@ -2,7 +2,8 @@
 
 Every item is written here or drawn from these tables with a fixed seed, so the file is the same
 on every run; tests/test_correctness_items.py checks that the shipped file equals this output.
-Mixed difficulty on purpose: a 135M model gets the easy items of each kind, a large model nearly all.
+Mixed difficulty on purpose: a 135M model gets a useful share right (SmolLM2-135M on llama.cpp: 46%),
+a large model nearly all.
 """
 
 from __future__ import annotations

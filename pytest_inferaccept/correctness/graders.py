@@ -35,13 +35,16 @@ class Grade:
 # only joins groups of exactly three digits, so "3,4" reads as two numbers, not 34.
 _NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
 _ANSWER_MARK = re.compile(r"(?i)\b(?:final answer|answer|result)\b\s*(?:is|=|:)?\s*[:=]?")
+_EQUALS = re.compile(r"(?i)(?:=|\bequals\b)\s*")
 
 
 def read_number(text: str) -> str | None:
-    """The number an answer gives: the first after "answer is/Answer:" when it says so, else the last.
+    """The number an answer gives: the first after "answer is/Answer:" when it says so, else a first
+    line that is a bare number, else the one right after the last "=" or "equals", else the last.
 
-    The last, because a worked answer ("12 + 30 = 42") ends with its result, and a direct
-    answer ("42.") has only one number.
+    A worked answer ("12 + 30 = 42") states its result after the equals sign, and a small model
+    often goes on in prose with other numbers ("2 * 5 = 10. ... by itself and 5"); a direct answer
+    ("42.") has only one number.
     """
     mark = None
     for m in _ANSWER_MARK.finditer(text):
@@ -50,6 +53,17 @@ def read_number(text: str) -> str | None:
         after = _NUMBER.search(text, mark.end())
         if after is not None:
             return after.group(0)
+    stripped = text.strip()
+    first_line = stripped.splitlines()[0].strip() if stripped else ""
+    bare = _NUMBER.fullmatch(first_line.rstrip("."))
+    if bare is not None:
+        return bare.group(0)  # "Answer with the number only" obeyed; what follows is rambling
+    result = None
+    for m in _EQUALS.finditer(text):
+        right = _NUMBER.match(text, m.end())
+        result = right.group(0) if right is not None else result
+    if result is not None:
+        return result
     found = _NUMBER.findall(text)
     return found[-1] if found else None
 
@@ -102,9 +116,16 @@ def normalise(text: str) -> str:
     return " ".join(w for w in words if w not in _ARTICLES)
 
 
+def _answer_line(text: str) -> str:
+    """The first non-empty line that is not the question repeated (a line ending in "?")."""
+    for line in text.splitlines():
+        if line.strip() and not line.rstrip().endswith("?"):
+            return line.strip()
+    return ""
+
+
 def _grade_fact(item: Item, text: str) -> Grade:
-    stripped = text.strip()
-    first_line = stripped.splitlines()[0] if stripped else ""
+    first_line = _answer_line(text)
     said = normalise(first_line)
     padded = f" {said} "
     for accepted in item.answers:

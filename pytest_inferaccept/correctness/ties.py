@@ -74,7 +74,7 @@ def classify(a: TokenLogprobs | None, b: TokenLogprobs | None, *, text_a: str | 
     if gap <= nats:
         return TieCheck("near_tie", i, (pick_a, pick_b),
                         f"at token {i} {pick_a!r} and {pick_b!r} were {gap:.2f} nats apart (≤ {nats}): "
-                        "noise of batching or kernels")
+                        "a small numeric change (batching, kernels or quantization) tipped a near-even pick")
     return TieCheck("real_change", i, (pick_a, pick_b),
                     f"at token {i} {pick_a!r} became {pick_b!r}, {gap:.2f} nats apart (> {nats})")
 
