@@ -35,6 +35,22 @@ DEFAULT_REQUIRED: tuple[str, ...] = ("chat",)
 ProbeStatus = Literal["supported", "unsupported", "broken"]
 
 
+def exercised_by_load(kind: str | None, *, answered: int, with_usage: int = 0) -> tuple[str, ...]:
+    """The capabilities a load run's successful answers exercised, in CAPABILITIES order.
+
+    The load client streams chat and completions with stream_options.include_usage, so chat
+    answers exercise chat and stream, and stream_usage where every one of them carried usage.
+    A run with no successful answer exercised nothing.
+    """
+    if answered <= 0:
+        return ()
+    if kind == "chat":
+        return ("chat", "stream", "stream_usage") if with_usage >= answered else ("chat", "stream")
+    if kind in ("completions", "embeddings"):
+        return (kind,)
+    return ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProbeResult:
     """What one minimal probe request showed about a capability."""

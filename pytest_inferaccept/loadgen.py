@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
     from pytest_inferaccept.capacity.scenarios import CapacityResult
     from pytest_inferaccept.load import LoadRun, LoadSpec, Workload
+    from pytest_inferaccept.stats.slo import SloRow
 
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ class LoadGen:
 
     def __init__(self, *, server: ServerUnderTest, settings: Settings, slo: SloSpec | None,
                  label: str, ledger: TestLedger | None = None, launched_pid: int | None = None,
-                 restart: Callable[[], dict[str, Any]] | None = None) -> None:
+                 restart: Callable[[], dict[str, Any]] | None = None,
+                 reasons: Callable[[], bool] | None = None) -> None:
         self.server = server
         self.settings = settings
         self.slo = slo
@@ -117,6 +119,12 @@ class LoadGen:
         self._say = self.ledger.say
         self._launched_pid = launched_pid
         self._restart = restart
+        self._reasons = reasons
+        """Whether the server is seen to reason (the session's probe); None: not known, not asked."""
+        self.reasoning_note = ""
+        """Why the last default workload asked for more max_tokens than its default."""
+        self._default_chat = False
+        """The last spec's workload is the default chat workload (sized for reasoning where seen)."""
         """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
         self.results: list[LoadResult] = self.ledger.runs
         self._from_knee: dict[str, Any] = {}
@@ -139,6 +147,8 @@ class LoadGen:
         from pytest_inferaccept.load import LoadSpec, TraceWorkload
 
         self.sized = ""
+        self.reasoning_note = ""
+        self._default_chat = workload is None and kind == "chat"
         if isinstance(workload, (str, Path)):
             workload = TraceWorkload.from_file(workload)
         if concurrency is None and rate is None and not replay:
@@ -146,13 +156,12 @@ class LoadGen:
         if requests is None and duration is None:
             requests, duration = self.settings.load.requests, self.settings.load.duration
             if not self.settings.load.requests_given and self.slo is not None:
-                from pytest_inferaccept.stats.slo import requests_to_pass
+                from pytest_inferaccept.stats.plan import plan_run
 
-                needed, key = requests_to_pass(self.slo, point_estimate=self.settings.load.judge_on_point)
-                if needed > requests:
-                    requests = needed
-                    self.sized = (f"sized from the SLO: {key} needs {needed} measured requests to pass "
-                                  f"even on a perfect server")
+                plan = plan_run(self.slo, point_estimate=self.settings.load.judge_on_point)
+                if plan.planned > requests:
+                    requests = plan.planned
+                    self.sized = f"sized from the SLO: {plan.planned_words()}"
         s = self.settings
         model = self.server.embedding_model if kind == "embeddings" else self.server.model
         base = self.server.embedding_url if kind == "embeddings" else self.server.base_url
@@ -162,6 +171,7 @@ class LoadGen:
             requests=requests, duration=duration,
             warmup=warmup if warmup is not None else min(4, concurrency or 2),
             workload=workload, request_timeout=s.request_timeout, connect_timeout=s.connect_timeout,
+            stall_timeout=s.load_stall_timeout,
             max_response_bytes=s.max_response_bytes,
             workers=workers if workers is not None else s.load.workers, seed=seed,
             extra_body=extra_body, cluster=s.load.cluster)
@@ -181,8 +191,7 @@ class LoadGen:
         """Run one load (closed loop at `concurrency`, or open loop at `rate` req/s); blocking."""
         from pytest_inferaccept.load import LoadInterrupted, run_load
 
-        spec = self._checked_spec(kwargs)
-        self._announce(spec)
+        spec = self._announce(self._checked_spec(kwargs))
         try:
             run = run_load(spec)
         except LoadInterrupted as stopped:
@@ -194,19 +203,56 @@ class LoadGen:
         """The async twin of `run`, on the test's own event loop (pytest-asyncio or anyio)."""
         from pytest_inferaccept.load import run_load_async
 
-        spec = self._checked_spec(kwargs)
-        self._announce(spec)
+        spec = self._announce(self._checked_spec(kwargs))
         return self._finish(await run_load_async(spec))
 
-    def _announce(self, spec: LoadSpec) -> None:
-        """One line before a run starts: a load run can take minutes and prints nothing itself."""
+    def _for_reasoning(self, spec: LoadSpec) -> LoadSpec:
+        """The default workload with room for content after the reasoning, on a server seen to reason."""
+        if not self._default_chat or self._reasons is None or not self._reasons():
+            return spec
+        from dataclasses import replace
+
+        from pytest_inferaccept.load.workloads import REASONING_MAX_TOKENS, default_workload
+
+        # 32 tokens would all go to reasoning: no content, so no TTFT to judge
+        self.reasoning_note = (f"max_tokens {REASONING_MAX_TOKENS}: the server reasons, so its answers "
+                               f"need room for content after the reasoning")
+        return replace(spec, workload=default_workload(reasoning=True))
+
+    def _announce(self, spec: LoadSpec) -> LoadSpec:
+        """One line before a judged run starts (a load run can take minutes and prints nothing itself),
+        with what its size and time bound mean for its SLO; a run too small for the SLO stops here,
+        before anything is sent (LoadInputError, the test INVALID). Returns the spec to run (the
+        default workload sized for a reasoning server, asked only once the run is not refused)."""
+        if self.slo is not None and spec.mode != "replay":
+            from pytest_inferaccept.stats.plan import plan_run
+
+            plan = plan_run(self.slo, point_estimate=self.settings.load.judge_on_point)
+            refusal = plan.refusal(spec.requests) if spec.requests is not None and not self.sized else ""
+            refusal = refusal or plan.time_refusal(spec.duration, spec.rate)
+            if refusal:
+                self.ledger.mark_invalid(f"the load was not started: {refusal}")
+                raise LoadInputError(f"the load was not started: {refusal}")
+        spec = self._for_reasoning(spec)
+        notes = [note for note in (self.sized, self.reasoning_note) if note]
+        if self.slo is not None and spec.mode != "replay":
+            from pytest_inferaccept.stats.plan import plan_run
+
+            plan = plan_run(self.slo, point_estimate=self.settings.load.judge_on_point)
+            if spec.requests is not None and not self.sized:
+                notes.append(plan.power_words(spec.requests))
+            bound = plan.time_words(spec.requests, spec.duration, spec.rate,
+                                    option="--load-duration" if self.sized else "its duration")
+            notes.append(f"the run {bound}" if bound else "")
         shape = (f"{spec.concurrency} in flight" if spec.concurrency else
                  f"{spec.rate:g} requests/s" if spec.rate else "trace replay")
         bounds = ", ".join(b for b in (f"{spec.requests} requests" if spec.requests else "",
                                        f"at most {spec.duration:g} s" if spec.duration else "") if b)
+        said = "; ".join(note for note in notes if note)
         self._say(f"inferaccept: load {self.label}: {shape}, {bounds}, {spec.warmup} warm-up, "
                   f"{spec.workers} worker(s); stops by itself within {spec.hard_seconds():.0f} s"
-                  + (f" ({self.sized})" if self.sized else ""))
+                  + (f" ({said})" if said else ""))
+        return spec
 
     def _result(self, run: LoadRun, label: str) -> LoadResult:
         """The run's statistics, its SLO evaluation and the client's account of itself."""
@@ -301,18 +347,27 @@ class LoadGen:
             say=self._say))
 
     def _step_requests(self) -> int:
-        """Requests per capacity step: --capacity-step-requests, else enough for the SLO to pass."""
+        """Requests per capacity step: --capacity-step-requests, else the count the SLO plans for; says up
+        front what the step's time bound and a too small count do to the SLO (docs/capacity.md)."""
         cap = self.settings.capacity
-        if cap.step_requests_given or self.slo is None:
+        if self.slo is None:
             return cap.step_requests
-        from pytest_inferaccept.stats.slo import requests_to_pass
+        from pytest_inferaccept.stats.plan import plan_run
 
-        needed, key = requests_to_pass(self.slo, point_estimate=self.settings.load.judge_on_point)
-        if needed <= cap.step_requests:
-            return cap.step_requests
-        self._say(f"inferaccept: capacity steps sized from the SLO: {key} needs {needed} measured "
-                  f"requests a step to pass (each step still stops at {cap.step_duration:g} s)")
-        return needed
+        plan = plan_run(self.slo, point_estimate=self.settings.load.judge_on_point)
+        requests = cap.step_requests if cap.step_requests_given else max(cap.step_requests, plan.planned)
+        short = plan.refusal(requests)
+        bound = plan.time_words(requests, cap.step_duration, None, option="--capacity-step-duration")
+        if cap.step_requests_given:
+            head = f"inferaccept: capacity steps of --capacity-step-requests {requests}"
+            if short:
+                self._say(f"{head}: {short}; no level can pass the SLO")
+            elif bound:
+                self._say(f"{head}: each step {bound}")
+        elif requests > cap.step_requests:
+            self._say(f"inferaccept: capacity steps sized from the SLO (each step): {plan.planned_words()}"
+                      + (f"; each step {bound}" if bound else ""))
+        return requests
 
     def sweep(self, rates: list[float] | tuple[float, ...] | None = None, *, requests: int | None = None,
               duration: float | None = None, min_rate: float | None = None,
@@ -612,11 +667,15 @@ def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
           client_check: str = "strict") -> Judgement:
     """Judge a test's load runs, ranked by evidence (docs/statistics.md, "The verdict").
 
-    1. A conclusive server failure is NO-GO whatever else holds: every request failed, an error
-       rate wholly above its limit, a latency figure that failed requests alone put beyond its
-       limit. A client limit can inflate latency; it cannot cause the server's failures.
+    1. A conclusive server failure is NO-GO whatever else holds: every request failed, failures
+       beyond doubt above the error rate the SLO allows (its `error_rate`, else the share its
+       tightest latency limit leaves room for, never more than half), a latency figure or a
+       goodput that failed requests alone put beyond its limit. A client limit can inflate
+       latency; it cannot cause the server's failures, except those its own late clock decided
+       (timeouts, stalls, requests cut by the run's end), which are set aside here.
     2. A fault in the client's own code, then a client that limited the run: INVALID.
-    3. Any other failing limit: NO-GO. 4. A limit without enough data: INVALID. 5. GO.
+    3. Any other failing limit: NO-GO. 4. A limit the workload left no room to measure (answers
+       that spent max_tokens on reasoning) or without enough data: INVALID. 5. GO.
     """
     if not results:
         if from_marker:
@@ -629,38 +688,45 @@ def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
     def each(r: LoadResult, line: str) -> str:
         return f"{r.label}: {line}" if several else line
 
+    accounts = {id(r): _account(r) for r in results}
     bound = [each(r, reason) for r in results for reason in r.client_bound]
+    excused = [each(r, line) for r in results if (line := _excused_line(r, accounts[id(r)]))]
     harness = [each(r, _harness_line(r)) for r in results if r.summary.counts.client_errors]
-    conclusive = [each(r, line) for r in results for line in _conclusive(r, slo)]
+    conclusive = [each(r, line) for r in results for line in _conclusive(r, slo, accounts[id(r)])]
+    roomless = [each(r, line) for r in results if (line := _no_room_line(r, slo, accounts[id(r)]))]
     if conclusive:
         return Judgement(status="fail", title="SLO not met" if slo is not None else
                          "the server failed the load", lines=tuple(conclusive), warnings=tuple(
-                             f"also: {b}" for b in (*harness, *bound)))
+                             f"also: {b}" for b in (*harness, *bound, *excused, *roomless)))
     if harness:
         return Judgement(status="invalid", title="the client failed on its own (a fault in the "
                          "plugin, not the server), so the run cannot judge the server", lines=tuple(harness))
     if slo is None:
         # Nothing to judge: figures the client limited are recorded with a warning, not a verdict.
-        return Judgement(status="unjudged", warnings=tuple(
-            f"measured without an SLO, and the client limited the run: {b}" for b in bound))
+        return Judgement(status="unjudged", warnings=(*(
+            f"measured without an SLO, and the client limited the run: {b}" for b in (*bound, *excused)),
+            *roomless))
     warnings: tuple[str, ...] = ()
     if bound and client_check == "warn":
         warnings = tuple(f"judged although the client limited the run (--client-check warn): {b}"
-                         for b in bound)
+                         for b in (*bound, *excused))
         bound = []
     if bound:
         return Judgement(status="invalid", title="the client was the bottleneck, so the run cannot "
-                         "judge the server", lines=tuple(bound))
-    failed = [(r, m) for r in results if r.evaluation is not None for m in r.evaluation.messages("fail")]
+                         "judge the server", lines=(*bound, *excused))
+    failed = [each(r, row.message) for r in results if r.evaluation is not None
+              for row in r.evaluation.rows
+              if row.status == "fail" and not _needs_room(row, slo, accounts[id(r)])]
     if failed:
-        lines = [each(r, m) for r, m in failed]
-        return Judgement(status="fail", title="SLO not met", lines=tuple(lines), warnings=warnings)
+        return Judgement(status="fail", title="SLO not met", lines=tuple(failed),
+                         warnings=(*warnings, *roomless))
     short = [(r, m) for r in results if r.evaluation is not None
              for m in r.evaluation.messages("not_enough_data")]
-    if short:
-        lines = [each(r, m) for r, m in short]
-        return Judgement(status="invalid", title="not enough data to judge the SLO", lines=tuple(lines),
-                         warnings=warnings)
+    if roomless or short:
+        title = ("the workload left no room for content, so the SLO could not be judged (nothing failed)"
+                 if roomless else "not enough data to judge the SLO")
+        return Judgement(status="invalid", title=title,
+                         lines=(*roomless, *(each(r, m) for r, m in short)), warnings=warnings)
     return Judgement(status="pass", warnings=warnings)
 
 
@@ -669,24 +735,154 @@ def _failures(result: LoadResult) -> str:
     return "; ".join(result.summary.samples.failures)
 
 
-def _conclusive(result: LoadResult, slo: SloSpec | None) -> list[str]:
-    """The run's failures that no client limit can explain: the server's own, beyond doubt."""
+@dataclass(frozen=True)
+class _Account:
+    """What a run's failures are once the client's share is set aside, and its roomless answers."""
+
+    failed: int
+    """Measured requests that failed, less those the client's lateness explains."""
+    excused: int
+    """Timeouts, stalls and requests cut by the run's end while the client itself ran late (its
+    clock decided them, not the server)."""
+    late: str
+    """How the client ran late, in words ('' when it kept time)."""
+    no_room: int
+    """Successful answers cut by max_tokens before any content: every token went to reasoning."""
+    max_tokens: int | None
+    """The largest max_tokens those answers asked for."""
+
+
+def _account(result: LoadResult) -> _Account:
+    """The run's failures less the client's own, and its answers that had no room for content."""
+    from pytest_inferaccept.stats.slo import CLIENT_CLOCKED
+
+    measured = [r for r in result.records if not r.warmup and not r.harness_error]
+    late = _late_workers(result) if result.client_bound else {}
+    excused = sum(1 for r in measured if r.error in CLIENT_CLOCKED and r.worker in late)
+    roomless = [r for r in measured if r.ok and r.first_content is None and r.finish_reason == "length"]
+    return _Account(failed=result.summary.counts.failed - excused, excused=excused,
+                    late=next(iter(late.values()), ""), no_room=len(roomless),
+                    max_tokens=max((r.max_tokens for r in roomless if r.max_tokens), default=None))
+
+
+def _late_workers(result: LoadResult) -> dict[int, str]:
+    """The worker processes whose own clock ran late (event loop, schedule, CPU), with how."""
+    from pytest_inferaccept.stats.selfcheck import SelfCheck, Thresholds
+
+    try:
+        check = SelfCheck.from_json(result.run.selfcheck)
+    except (ValueError, KeyError, TypeError):
+        return {}
+    th = Thresholds()
+    loads = check.workers or (check.total,)
+    workers = {r.worker for r in result.records}
+    out: dict[int, str] = {}
+    for load in loads:
+        loop, sched, cpu = load.loop_lag_s, load.schedule_lag_s, load.cpu_utilisation
+        why = (f"the client's event loop ran {loop.p99 * 1000:.0f} ms late at p99"
+               if loop is not None and loop.p99 > th.loop_lag_p99_s else
+               f"the client sent requests {sched.p99 * 1000:.0f} ms late at p99"
+               if sched is not None and sched.p99 > th.schedule_lag_p99_s else
+               f"the client used {cpu:.0%} of a CPU core" if cpu is not None and cpu > th.cpu_utilisation
+               else "")
+        if why:
+            # The total speaks for every worker; a listed worker for its own requests.
+            out.update({w: why for w in workers} if load.worker is None else {load.worker: why})
+    return out
+
+
+def _beyond(k: int, n: int, limit: float, *, on_point: bool, conf: float) -> bool:
+    """Are k failures of n beyond `limit` as a share: on the count, or beyond doubt (the interval's
+    lower end above it)?"""
+    from pytest_inferaccept.stats.percentiles import proportion_estimate
+
+    if n <= 0 or k <= 0:
+        return False
+    if on_point or limit <= 0:
+        return k / n > limit
+    low = proportion_estimate(k, n, conf).low
+    return low is not None and low > limit
+
+
+def _still_server_failure(row: SloRow, result: LoadResult, acc: _Account) -> bool:
+    """Does a row decided by failures stay decided once the client's own timeouts are set aside?"""
+    from pytest_inferaccept.stats.percentiles import PERCENTILE_LEVELS
+
+    stat = row.key.rsplit("_", 1)[-1]
+    if not acc.excused or stat == "mean":  # a mean fails by failures only on answers without content
+        return True
     counts = result.summary.counts
-    if counts.measured and counts.ok == 0:
+    on_point, conf = row.basis == "point_estimate", result.summary.confidence
+    if row.key == "goodput_min":
+        # Were every excused request good, would goodput stay below its limit? (The interval of the
+        # good share is below L exactly when that of the rest is above 1 - L.)
+        rest = counts.measured - counts.ok - acc.excused
+        return _beyond(rest, counts.measured, round(1.0 - row.limit, 12), on_point=on_point, conf=conf)
+    share = (row.limit if row.key == "error_rate" else 0.0 if stat == "max"
+             else round(1.0 - PERCENTILE_LEVELS.get(stat, 1.0), 12))
+    return _beyond(acc.failed, counts.measured, share, on_point=on_point, conf=conf)
+
+
+def _needs_room(row: SloRow, slo: SloSpec | None, acc: _Account) -> bool:
+    """Is this row one that answers cut before any content make undecidable (content TTFT, goodput
+    with a TTFT limit) in a run that had such answers?"""
+    if not acc.no_room or row.status == "pass":
+        return False
+    if row.key == "goodput_min" and slo is not None:
+        from pytest_inferaccept.stats.summary import per_request_limits
+
+        return "ttft" in per_request_limits(slo)
+    return row.key.startswith("ttft_") and not row.key.startswith("ttft_any_")
+
+
+def _conclusive(result: LoadResult, slo: SloSpec | None, acc: _Account | None = None) -> list[str]:
+    """The run's failures that no client limit can explain: the server's own, beyond doubt."""
+    acc = acc or _account(result)
+    counts = result.summary.counts
+    if counts.measured and counts.ok == 0 and acc.failed == counts.measured:
         return [f"every one of the {counts.measured} measured requests failed: {_failures(result)}"]
     if slo is None:
         # Measured, not judged; but a server failing most answers is failing, SLO or none.
-        rate = result.summary.error_rate
-        if rate is not None and rate.low is not None and rate.low > 0.5:
-            return [f"measured without an SLO, but {counts.failed} of {counts.measured} measured "
+        if _beyond(acc.failed, counts.measured, 0.5, on_point=False, conf=result.summary.confidence):
+            return [f"measured without an SLO, but {acc.failed} of {counts.measured} measured "
                     f"requests failed: {_failures(result)}"]
         return []
     rows = [] if result.evaluation is None else [
-        row for row in result.evaluation.rows if row.status == "fail" and row.by_failures]
+        row for row in result.evaluation.rows if row.status == "fail" and row.by_failures
+        and not _needs_room(row, slo, acc) and _still_server_failure(row, result, acc)]
     lines = [row.message for row in rows]
     if rows and counts.failed:
         lines.append(f"failed requests: {_failures(result)}")
     return lines
+
+
+def _excused_line(result: LoadResult, acc: _Account) -> str:
+    """The failures set aside as the client's own, in words ('' when none were)."""
+    if not acc.excused:
+        return ""
+    return (f"{acc.excused} of {result.summary.counts.measured} measured requests timed out, stalled or "
+            f"were cut by the run's end while {acc.late}: the client's own clock decided them, so they "
+            f"are not counted as the server's failures")
+
+
+def _no_room_line(result: LoadResult, slo: SloSpec | None, acc: _Account) -> str:
+    """What answers cut by max_tokens before any content mean for the run ('' when there were none,
+    or when the SLO's content figures passed all the same)."""
+    if not acc.no_room:
+        return ""
+    rows = [] if result.evaluation is None else [
+        row.key for row in result.evaluation.rows if _needs_room(row, slo, acc)]
+    if slo is not None and not rows:
+        return ""
+    from pytest_inferaccept.load.workloads import REASONING_MAX_TOKENS
+
+    asked = acc.max_tokens
+    enough = max(REASONING_MAX_TOKENS, 4 * asked) if asked else REASONING_MAX_TOKENS
+    figures = f" ({', '.join(rows)} could not be measured)" if rows else ""
+    return (f"the workload left no room for content: {acc.no_room} of {result.summary.counts.measured} "
+            f"answers spent all of max_tokens {asked if asked else '(not set)'} on reasoning and were cut "
+            f"(finish_reason length) before any content{figures}; nothing failed. Run with max_tokens of "
+            f"{enough} or more (a workload with more output tokens)")
 
 
 def _harness_line(result: LoadResult) -> str:

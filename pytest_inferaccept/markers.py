@@ -11,7 +11,8 @@ from pytest_inferaccept.capabilities import CAPABILITIES
 
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "ttft_any", "itl", "tpot", "e2e")
 """ttft: to the first content token; ttft_any: to the first generated token of any kind
-(content, reasoning or tool call: the MLPerf Endpoints definition)."""
+(content, reasoning or tool call: the MLPerf Endpoints definition) that carries a character other
+than whitespace."""
 PERCENTILES: tuple[str, ...] = ("50", "75", "90", "95", "99", "999")
 _LATENCY_KEY = re.compile(r"^(ttft_any|ttft|itl|tpot|e2e)_(p(?:50|75|90|95|99|999)|mean|max)$")
 
@@ -24,12 +25,23 @@ RATE_KEYS: dict[str, str] = {
 COUNT_KEYS: dict[str, str] = {
     "min_samples": "fewest measured requests that may support a verdict (default: per percentile)",
 }
+GOODPUT_KEYS: dict[str, str] = {
+    "goodput_ttft_ms": "ttft",
+    "goodput_tpot_ms": "tpot",
+    "goodput_e2el_ms": "e2e",
+}
+"""vLLM's goodput limits (`vllm bench serve --goodput ttft:500 tpot:50 e2el:2000`) under its names and
+in its unit, milliseconds, each to the plugin metric it limits: a request is good when it succeeded
+and every named value is at or under its limit. Given, they replace the limits goodput would
+otherwise take from the latency keys; they need goodput_min to be judged."""
 
 SLO_SIGNATURE = (
     "slo(*, ttft_p95=None, itl_p99=None, tpot_p95=None, e2e_p99=None, ..., error_rate=None, "
-    "throughput_min=None, request_rate_min=None, goodput_min=None, min_samples=None): "
+    "throughput_min=None, request_rate_min=None, goodput_min=None, goodput_ttft_ms=None, "
+    "goodput_tpot_ms=None, goodput_e2el_ms=None, min_samples=None): "
     "SLO limits for the load this test runs. Latency keys are <metric>_<stat> with metric in "
-    "ttft, ttft_any, itl, tpot, e2e and stat in p50, p75, p90, p95, p99, p999, mean, max (seconds)."
+    "ttft, ttft_any, itl, tpot, e2e and stat in p50, p75, p90, p95, p99, p999, mean, max (seconds); "
+    "goodput_<ttft|tpot|e2el>_ms are vLLM's per-request goodput limits, in milliseconds."
 )
 CAPABILITY_SIGNATURE = (
     "capability(*names): the test needs these server capabilities ("
@@ -47,7 +59,7 @@ def allowed_slo_keys() -> list[str]:
     """Every key the slo marker accepts."""
     latency = [f"{m}_p{p}" for m in LATENCY_METRICS for p in PERCENTILES]
     latency += [f"{m}_{s}" for m in LATENCY_METRICS for s in ("mean", "max")]
-    return latency + list(RATE_KEYS) + list(COUNT_KEYS)
+    return latency + list(RATE_KEYS) + list(GOODPUT_KEYS) + list(COUNT_KEYS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,12 +85,24 @@ class SloSpec:
     throughput_min: float | None = None
     request_rate_min: float | None = None
     goodput_min: float | None = None
+    goodput_ttft_ms: float | None = None
+    goodput_tpot_ms: float | None = None
+    goodput_e2el_ms: float | None = None
     min_samples: int | None = None
+
+    def goodput_limits(self) -> dict[str, float]:
+        """The goodput_*_ms limits given, per plugin metric, in seconds (empty: none given)."""
+        out: dict[str, float] = {}
+        for key, metric in GOODPUT_KEYS.items():
+            value = getattr(self, key)
+            if value is not None:
+                out[metric] = value / 1000.0
+        return out
 
     def to_json(self) -> dict[str, float | int]:
         """Return the limits as a flat JSON-ready mapping of marker keys."""
         out: dict[str, float | int] = {lim.key: lim.limit for lim in self.latency}
-        for key in (*RATE_KEYS, *COUNT_KEYS):
+        for key in (*RATE_KEYS, *GOODPUT_KEYS, *COUNT_KEYS):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -92,7 +116,7 @@ def parse_slo(args: Sequence[object], kwargs: Mapping[str, object]) -> SloSpec:
     if not kwargs:
         raise MarkerError("slo needs at least one limit, e.g. @pytest.mark.slo(ttft_p95=0.5)")
     unknown = sorted(k for k in kwargs if not _LATENCY_KEY.match(k) and k not in RATE_KEYS
-                     and k not in COUNT_KEYS)
+                     and k not in COUNT_KEYS and k not in GOODPUT_KEYS)
     if unknown:
         raise MarkerError(
             f"slo got unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed_slo_keys())}"
@@ -119,12 +143,21 @@ def parse_slo(args: Sequence[object], kwargs: Mapping[str, object]) -> SloSpec:
             latency.append(LatencyLimit(metric=match.group(1), stat=match.group(2), limit=value))
         else:
             values[key] = value
+    goodput_given = [key for key in GOODPUT_KEYS if values.get(key) is not None]
+    if goodput_given and values.get("goodput_min") is None:
+        raise MarkerError(
+            f"slo {', '.join(goodput_given)} say(s) which requests count as good, but nothing judges "
+            "them: add goodput_min, the least fraction of measured requests that must be good "
+            "(e.g. goodput_min=0.9)")
     return SloSpec(
         latency=tuple(latency),
         error_rate=_as_float(values.get("error_rate")),
         throughput_min=_as_float(values.get("throughput_min")),
         request_rate_min=_as_float(values.get("request_rate_min")),
         goodput_min=_as_float(values.get("goodput_min")),
+        goodput_ttft_ms=_as_float(values.get("goodput_ttft_ms")),
+        goodput_tpot_ms=_as_float(values.get("goodput_tpot_ms")),
+        goodput_e2el_ms=_as_float(values.get("goodput_e2el_ms")),
         min_samples=_as_int(values.get("min_samples")),
     )
 

@@ -297,6 +297,8 @@ class Goodput(_Open):
     per_s: Number | None = None
     limits: dict[str, Number] = Field(default_factory=dict, description="the per-request limit applied to "
                                       "each metric")
+    source: str | None = Field(default=None, description="where the limits came from: goodput_keys "
+                               "(vLLM's goodput_*_ms) or latency_limits")
 
 
 class TokenUsage(_Open):
@@ -308,6 +310,10 @@ class TokenUsage(_Open):
     note: str = ""
     mismatched: int | None = None
     mean_ratio: Number | None = None
+    tpot_basis: dict[str, int] = Field(default_factory=dict, description="successful requests with a "
+                                       "TPOT per count it divides by: usage, usage_streamed, content_events")
+    hidden_reasoning: int | None = Field(default=None, description="successful requests whose usage "
+                                         "reported reasoning tokens the stream never carried")
 
 
 class Spread(_Open):
@@ -607,7 +613,8 @@ class CapacityFindings(_Open):
     stopped_early: str | None = None
     unit: str | None = None
     checks: dict[str, SoakCheck] = Field(default_factory=dict, description="soak: ttft_drift, e2e_drift, "
-                                         "memory_growth, errors")
+                                         "ttft_tail_drift, e2e_tail_drift, memory_growth, errors, slo, "
+                                         "slo_windows")
     boundary: CapacityBoundary | None = None
     context_window: int | None = None
 
@@ -766,6 +773,78 @@ class CapacityScenario(_Open):
     params: CapacityParams = Field(default_factory=CapacityParams)
 
 
+class _Closed(BaseModel):
+    """A part of the document whose keys are all known: an unknown key is a defect, not growth."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class TopLogprob(_Closed):
+    """One alternative at a generated position."""
+
+    piece: str = Field(description="the token's text (named so: a key ending in 'token' is scrubbed)")
+    logprob: Number
+
+
+class TokenLogprob(_Closed):
+    """One generated token with its logprob and its top alternatives (the OpenAI chat shape's token,
+    logprob and top_logprobs, bytes left out)."""
+
+    piece: str = Field(description="the token's text (named so: a key ending in 'token' is scrubbed)")
+    logprob: Number
+    top: list[TopLogprob] = Field(default_factory=list)
+
+
+class CorrectnessAnswer(_Closed):
+    """One known-answer item as this run answered it (the first of its two passes)."""
+
+    id: str
+    grade: Literal["correct", "wrong", "unanswered"]
+    grade_again: Literal["correct", "wrong", "unanswered"] = Field(
+        description="the grade of the second pass of the same item (noise: a self-flip where they differ)")
+    text: str | None = Field(description="the answer's content, cut to a few hundred characters; null when "
+                             "the request failed")
+    finish_reason: str | None = None
+    read: str | None = Field(default=None, description="what the grader read from the answer")
+    reason: str = ""
+    error: str | None = Field(default=None, description="why the request failed")
+    logprobs: list[TokenLogprob] | None = Field(default=None, description="the first answer tokens' top-5 "
+                                                "logprobs; null when the server returned none")
+
+
+class CorrectnessAccuracy(_Closed):
+    """Correct answers of n items with the exact (Clopper–Pearson) interval."""
+
+    correct: int
+    n: int
+    unanswered: int
+    low: Number
+    high: Number
+    confidence: Number
+
+
+class CorrectnessFloor(_Closed):
+    """The team's accuracy floor (--correctness-min), judged on the interval."""
+
+    floor: Number
+    status: Literal["pass", "fail", "not_enough_data"]
+    message: str
+
+
+class Correctness(_Closed):
+    """The known-answer set answered twice, graded, and judged (docs/correctness.md)."""
+
+    set: str = Field(description="the bundled set, or the team's file (--correctness-set)")
+    accuracy: CorrectnessAccuracy
+    by_tag: dict[str, CorrectnessAccuracy] = Field(default_factory=dict, description="by key=value tag")
+    self_flips: int = Field(description="items whose grade differed between the two passes")
+    self_flip_rate: Number
+    tolerance: Number = Field(description="the paired gate's tolerance, a fraction (--correctness-tolerance)")
+    floor: CorrectnessFloor | None = None
+    logprobs: bool = Field(description="whether the server returned logprobs")
+    answers: list[CorrectnessAnswer] = Field(default_factory=list)
+
+
 class CheckResult(_Open):
     """One acceptance test's result."""
 
@@ -784,6 +863,8 @@ class CheckResult(_Open):
         default=None, description="index in `causes` of the server stop that explains this failure")
     model: str | None = Field(default=None, description="the model the check ran against when it ran once "
                               "per model (--all-models); absent otherwise")
+    correctness: Correctness | None = Field(default=None, description="the known-answer set's answers and "
+                                            "accuracy (the correctness suite only)")
 
 
 class Cause(_Open):
@@ -876,6 +957,52 @@ class AnswerConsistency(_Open):
     policy: str | None = Field(default=None, description="warn or fail (--answer-drift)")
 
 
+class CorrectnessChange(_Closed):
+    """An item whose answer differs from the baseline's, with both texts and how they part."""
+
+    id: str
+    before_grade: str
+    after_grade: str
+    before: str | None
+    after: str | None
+    kind: Literal["near_tie", "real_change", "not_classifiable"]
+    reason: str
+
+
+class CorrectnessDrift(_Closed):
+    """Logprob drift of the greedy answers against the baseline's (the sensitive tier)."""
+
+    prompts: int
+    diverged_real: int
+    diverged_tie: int
+    unclassified: int
+    matched_tokens: int
+    mean_abs_delta: Number | None
+    max_abs_delta: Number | None
+    text: str
+
+
+class CorrectnessComparison(_Closed):
+    """The paired gate: each item against its own baseline answer (docs/correctness.md)."""
+
+    status: Literal["pass", "fail", "not_enough_data", "cannot_decide", "not_compared"]
+    message: str
+    b: int | None = Field(default=None, description="items right in the baseline, wrong now")
+    c: int | None = Field(default=None, description="items wrong in the baseline, right now")
+    n: int | None = None
+    drop: Number | None = None
+    low: Number | None = None
+    high: Number | None = None
+    p_value: Number | None = None
+    tolerance: Number | None = None
+    self_flip_rate: Number | None = None
+    needed_n: int | None = None
+    accuracy_before: Number | None = None
+    accuracy_after: Number | None = None
+    changed: list[CorrectnessChange] = Field(default_factory=list, description="real changes first")
+    drift: CorrectnessDrift | None = None
+
+
 class GatePolicy(_Open):
     """The tolerances and the answer-drift policy the comparison used."""
 
@@ -902,6 +1029,8 @@ class BaselineComparison(_Open):
                                                   description="conditions that differ")
     changes: list[BaselineChange] = Field(default_factory=list)
     answers: AnswerConsistency | None = None
+    correctness: CorrectnessComparison | None = Field(default=None, description="the known-answer set "
+                                                      "against the baseline's, item by item")
     policy: GatePolicy = Field(default_factory=GatePolicy)
 
 

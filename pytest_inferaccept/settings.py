@@ -72,6 +72,18 @@ class LoadSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CorrectnessSettings:
+    """The known-answer set and how it is judged (--correctness-set, -min, -tolerance)."""
+
+    set_path: Path | None = None
+    """A team's JSONL set; None: the bundled set."""
+    floor: float | None = None
+    """The least accuracy (a fraction) the team accepts; None: accuracy is reported, not judged."""
+    tolerance: float = 0.05
+    """The paired gate's tolerance as a fraction (given in points)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything the options decided, resolved once per session."""
 
@@ -88,6 +100,9 @@ class Settings:
     capabilities_given: bool = False
     request_timeout: float = 60.0
     connect_timeout: float = 5.0
+    stall_timeout: float | None = None
+    """Seconds a load request's stream may go without a byte once its headers are in (--stall-timeout);
+    None: the request timeout (`load_stall_timeout`)."""
     json_path: Path | None = None
     robustness: robustness_config.RobustnessConfig | None = None
     max_response_bytes: int = 16 * 2**20
@@ -104,6 +119,13 @@ class Settings:
     reasoning_content, or any (either will do)."""
     all_models: bool = False
     """Run the core checks once for each chat model /v1/models lists (--all-models)."""
+    correctness: CorrectnessSettings = field(default_factory=CorrectnessSettings)
+    """The known-answer set and its floor and tolerance (--correctness-set, -min, -tolerance)."""
+
+    @property
+    def load_stall_timeout(self) -> float:
+        """The stall limit load requests run under: --stall-timeout, else the request timeout."""
+        return self.request_timeout if self.stall_timeout is None else self.stall_timeout
 
     @property
     def targets_server(self) -> bool:
@@ -124,6 +146,7 @@ class Settings:
             "capabilities_required": list(self.capabilities),
             "request_timeout": self.request_timeout,
             "connect_timeout": self.connect_timeout,
+            "stall_timeout": self.load_stall_timeout,
             "max_response_mb": self.max_response_bytes / 2**20,
             "load": self.load.describe(),
             "capacity": self.capacity.describe(),
@@ -208,6 +231,7 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
             raise SettingsError(_option_names(str(exc))) from None
     json_raw = lookup("json_path")
     log_raw = lookup("server_log")
+    request_timeout = _positive_float("--request-timeout", lookup("request_timeout") or "60")
     return Settings(
         server_url=server_url,
         server_cmd=cmd,
@@ -220,8 +244,9 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         api_key=api_key,
         capabilities=capabilities,
         capabilities_given=caps_raw is not None,
-        request_timeout=_positive_float("--request-timeout", lookup("request_timeout") or "60"),
+        request_timeout=request_timeout,
         connect_timeout=_positive_float("--connect-timeout", lookup("connect_timeout") or "5"),
+        stall_timeout=_stall_timeout(lookup("stall_timeout"), request_timeout),
         json_path=Path(json_raw) if json_raw else None,
         robustness=robustness,
         max_response_bytes=_megabytes("--max-response-mb", lookup("max_response_mb") or "16"),
@@ -232,7 +257,46 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         capacity=_capacity_settings(lookup),
         reasoning_field=_choice("--reasoning-field", lookup("reasoning_field") or "any", REASONING_FIELDS),
         all_models=(lookup("all_models") or "").lower() in ("1", "true", "yes"),
+        correctness=_correctness_settings(lookup),
     )
+
+
+def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
+    """--correctness-set (a file), --correctness-min (a fraction), --correctness-tolerance (points)."""
+    set_raw = lookup("correctness_set")
+    floor_raw = lookup("correctness_min")
+    floor: float | None = None
+    if floor_raw is not None and floor_raw.strip():
+        try:
+            floor = float(floor_raw)
+        except ValueError:
+            floor = float("nan")
+        if not 0 < floor <= 1:
+            raise SettingsError(f"--correctness-min must be an accuracy between 0 and 1 (0.8 is 80%), "
+                                f"got {floor_raw!r}")
+    tol_raw = lookup("correctness_tolerance") or "5"
+    try:
+        tolerance = float(tol_raw)
+    except ValueError:
+        tolerance = float("nan")
+    if not 0 < tolerance < 100:
+        raise SettingsError(f"--correctness-tolerance must be a number of points between 0 and 100 (default "
+                            f"5: a drop of 5 accuracy points), got {tol_raw!r}")
+    return CorrectnessSettings(set_path=Path(set_raw) if set_raw and set_raw.strip() else None,
+                               floor=floor, tolerance=tolerance / 100)
+
+
+def _stall_timeout(raw: str | None, request_timeout: float) -> float | None:
+    """--stall-timeout: at most the request timeout (the total deadline would end the request first)."""
+    if raw is None or not raw.strip():
+        return None
+    value = _positive_float("--stall-timeout", raw)
+    if value > request_timeout:
+        raise SettingsError(f"--stall-timeout {raw} is longer than --request-timeout {request_timeout:g}: "
+                            "the request timeout would end a quiet stream first; give at most "
+                            f"{request_timeout:g}, or leave --stall-timeout out (it is then the "
+                            "request timeout)")
+    return value
 
 
 def _capacity_settings(lookup: Lookup) -> CapacitySettings:

@@ -10,13 +10,17 @@ the file name, the key and what is allowed. `--slo` entries override the profile
 
 `--slo-profile` also takes the name of a profile the plugin knows (NAMED_PROFILES): the latency
 limits MLPerf Inference sets for its datacenter LLM benchmarks, e.g. `mlperf-llama3.1-8b-server`
-(TTFT p99 ≤ 2 s, TPOT p99 ≤ 100 ms). A known name wins over a file of that name.
+(TTFT p99 ≤ 2 s, TPOT p99 ≤ 100 ms). A known name wins over a file of that name. A profile named
+after MLPerf is judged as MLPerf judges: its tail percentiles by MLPerf's early-stopping rule
+(one-sided 99%, `EarlyStoppingSlo`), and runs are sized to at least its minimum (459 requests
+for a p99). Its TTFT is `ttft_any`: to the first generated token of any kind (content,
+reasoning or a tool call), as MLPerf times the first token.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +32,31 @@ class SloProfileError(ValueError):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EarlyStoppingSlo(SloSpec):
+    """SLO limits whose tail percentiles (p90 and up, ITL aside) MLPerf's early-stopping rule judges.
+
+    An MLPerf-named profile gives this: a profile named after MLPerf is judged as MLPerf judges,
+    one-sided at 99%, and sized to at least MLPerf's minimum (459 requests for a p99).
+    """
+
+    profile: str = ""
+    """The profile's name, e.g. mlperf-llama3.1-8b-server."""
+
+
+def judged_by_early_stopping(slo: SloSpec) -> bool:
+    """True when the SLO's tail percentiles are judged by MLPerf's early-stopping rule."""
+    return isinstance(slo, EarlyStoppingSlo)
+
+
+@dataclass(frozen=True, kw_only=True)
 class NamedProfile:
     """A profile the plugin knows by name: its limits and where they were published."""
 
     name: str
     description: str
     limits: dict[str, float]
+    early_stopping: bool = False
+    """Judge its tail percentiles by MLPerf's early-stopping rule (every MLPerf-named profile)."""
 
 
 def _mlperf(model: str, label: str, scenario: str, ttft_ms: int, tpot_ms: int, version: str) -> NamedProfile:
@@ -43,8 +66,9 @@ def _mlperf(model: str, label: str, scenario: str, ttft_ms: int, tpot_ms: int, v
     # which is our ttft_any.
     return NamedProfile(
         name=f"mlperf-{model}-{scenario}",
-        description=f"MLPerf Inference {version} rules: datacenter {label}, {scenario} latency limits",
-        limits={"ttft_any_p99": ttft_ms / 1000, "tpot_p99": tpot_ms / 1000})
+        description=f"MLPerf Inference {version} rules: datacenter {label}, {scenario} latency limits, "
+                    f"judged by MLPerf's early stopping (one-sided 99%)",
+        limits={"ttft_any_p99": ttft_ms / 1000, "tpot_p99": tpot_ms / 1000}, early_stopping=True)
 
 
 # From the "Server latency constraint" column of MLPerf Inference's rules (inference_rules.adoc)
@@ -155,6 +179,7 @@ def resolve(entries: str | None, profile: str | None) -> tuple[SloSpec | None, s
     """The session's SLO and where it came from (a profile name and/or "--slo"), or (None, None)."""
     limits: dict[str, float | int] = {}
     sources: list[str] = []
+    named = None
     if profile:
         named = NAMED_PROFILES.get(profile.strip().lower())
         if named is not None:
@@ -173,7 +198,14 @@ def resolve(entries: str | None, profile: str | None) -> tuple[SloSpec | None, s
         spec = parse_slo((), limits)
     except MarkerError as exc:
         raise SloProfileError(str(exc).replace("slo got", "--slo/--slo-profile got", 1)) from None
+    if named is not None and named.early_stopping:
+        spec = _early_stopping(spec, named.name)
     return spec, "; ".join(sources)
+
+
+def _early_stopping(spec: SloSpec, profile: str) -> SloSpec:
+    """The same limits, marked to be judged by MLPerf's early-stopping rule."""
+    return EarlyStoppingSlo(**{f.name: getattr(spec, f.name) for f in fields(SloSpec)}, profile=profile)
 
 
 def _profile_path(value: str) -> Path:

@@ -23,9 +23,12 @@ def decide(outcomes: Sequence[CheckResult], problems: Sequence[str] = (),
            deselected: int = 0, failures: Sequence[str] = ()) -> Verdict:
     """Decide the verdict over the run's checks (the ledger's entries, as the document holds them).
 
-    INVALID when the run could not judge the server: a session problem (unreachable, never
-    ready), a test flagged invalid, or no test ran to a pass or fail. NO-GO when any test failed
-    or errored. GO otherwise; warnings never change the status.
+    Ranked by evidence: a session problem (unreachable, never ready) makes it INVALID, since
+    nothing the tests saw can be trusted. Then any test that failed or errored, or a finding of the
+    session, makes it NO-GO, whatever else could not be judged: the tests flagged invalid (not
+    enough data, a client that limited the run) are listed after the findings as undecided, never
+    in their place. With no finding, a test flagged invalid, or no test run to a pass or fail,
+    makes it INVALID. GO otherwise; warnings never change the status.
 
     `causes` are one sentence each (the server stopped during the run): the failures they
     explain give one reason per cause, ahead of the other failures. `deselected` acceptance
@@ -40,21 +43,25 @@ def decide(outcomes: Sequence[CheckResult], problems: Sequence[str] = (),
     warnings = [w for item in outcomes for w in item.evidence.warnings] + list(extra_warnings)
     if problems:
         return Verdict(status="INVALID", reasons=list(problems), warnings=warnings, counts=counts)
-    # A check flagged invalid could not judge the server (e.g. the client was the bottleneck).
-    invalid = [f"{o.nodeid}: {o.evidence.invalid}" for o in outcomes if o.evidence.invalid]
-    if invalid:
-        return Verdict(status="INVALID", reasons=invalid, warnings=warnings, counts=counts)
-    judged = [o for o in outcomes if o.outcome in ("passed", "failed", "error", "xpassed")]
-    if not judged and not failures:
-        return Verdict(status="INVALID", reasons=["no acceptance check ran to a result"],
-                       warnings=warnings, counts=counts)
-    bad = [o for o in outcomes if o.outcome in ("failed", "error")]
+    # A check flagged invalid could not judge the server (not enough data, the client was the
+    # bottleneck): it is undecided, and it never hides a finding made elsewhere in the run.
+    undecided = [o for o in outcomes if o.evidence.invalid]
+    bad = [o for o in outcomes if o.outcome in ("failed", "error") and not o.evidence.invalid]
     if bad or failures:
         used = sorted({o.caused_by for o in bad
                        if o.caused_by is not None and 0 <= o.caused_by < len(causes)})
         own = [f"{o.nodeid} {o.outcome}: {o.message}".rstrip(": ") for o in bad if o.caused_by not in used]
-        reasons = [*failures, *(causes[i] for i in used), *own]
+        beside = [f"{o.nodeid} undecided (could not judge the server): {o.evidence.invalid}"
+                  for o in undecided]
+        reasons = [*failures, *(causes[i] for i in used), *own, *beside]
         return Verdict(status="NO-GO", reasons=reasons, warnings=warnings, counts=counts)
+    if undecided:
+        return Verdict(status="INVALID", reasons=[f"{o.nodeid}: {o.evidence.invalid}" for o in undecided],
+                       warnings=warnings, counts=counts)
+    judged = [o for o in outcomes if o.outcome in ("passed", "failed", "error", "xpassed")]
+    if not judged:
+        return Verdict(status="INVALID", reasons=["no acceptance check ran to a result"],
+                       warnings=warnings, counts=counts)
     subset = f" (a subset: {deselected} acceptance checks were deselected)" if deselected else ""
     return Verdict(status="GO", reasons=[f"{counts.get('passed', 0)} checks passed{subset}"],
                    warnings=warnings, counts=counts)

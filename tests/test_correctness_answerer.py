@@ -37,8 +37,13 @@ def test_the_fake_servers_answers_come_back_in_item_order_with_first_tokens_logp
     assert all(a.error is None and a.text and a.finish_reason in ("stop", "length") for a in answers)
     assert all(a.logprobs and {"token", "logprob", "top_logprobs"} <= a.logprobs[0].keys() for a in answers)
     assert all(len(a.logprobs or []) <= 32 for a in answers)
-    # the fake's text is no answer to these questions: graded, never correct
-    assert all(not grade(i, a.text, a.finish_reason).correct for i, a in zip(items, answers, strict=True))
+    # the fake works out sums, products and copies (fake/knowns.py) and answers nothing else right
+    from pytest_inferaccept.fake.knowns import known_answer
+
+    for item, answer in zip(items, answers, strict=True):
+        prompt = item.chat_messages()[-1]["content"]
+        if known_answer(prompt) is None:
+            assert not grade(item, answer.text, answer.finish_reason).correct, item.id
 
 
 def test_the_fake_server_answers_the_same_twice_and_keeps_reasoning_out_of_the_answer() -> None:

@@ -72,15 +72,20 @@ def test_an_slo_the_server_misses_fails_with_the_figure_against_the_limit(
 
 def test_too_few_requests_for_the_percentile_is_not_enough_data_and_invalid(
         pytester: pytest.Pytester, slow_server: str) -> None:
-    pytester.makepyfile(SLO_TEST.replace("REQUESTS", "20").replace("LIMIT", "0.6"))
+    # A count this small is refused before anything is sent (tests/test_run_sizing.py); a run
+    # bounded by time alone may still end with too few requests, and is not enough data.
+    pytester.makepyfile(SLO_TEST.replace("requests=REQUESTS", "duration=1.0")
+                        .replace("assert result.summary.counts.measured == REQUESTS", "")
+                        .replace("LIMIT", "0.6"))
     result = pytester.runpytest_inprocess("--server-url", slow_server, "--inferaccept-json", "r.json",
                                           *LOGIC_ONLY)
     out = result.stdout.str()
     assert result.ret == 6, out
     assert "not enough data to judge the SLO" in out
     assert "VERDICT: INVALID" in out
-    row = next(r for r in _results(pytester)["tests"][0]["load"][0]["slo"]["rows"] if r["key"] == "ttft_p95")
-    assert row["status"] == "not_enough_data" and row["needed_n"] > 20
+    (load,) = _results(pytester)["tests"][0]["load"]
+    row = next(r for r in load["slo"]["rows"] if r["key"] == "ttft_p95")
+    assert row["status"] == "not_enough_data" and row["needed_n"] > load["summary"]["counts"]["measured"]
 
 
 def test_judging_on_the_point_estimate_is_an_option_and_the_results_say_so(
@@ -242,7 +247,7 @@ def test_our_chat_traffic(loadgen):
 
 def test_a_run_the_client_limited_is_invalid_not_a_verdict_on_the_server(
         pytester: pytest.Pytester, fast_server: str) -> None:
-    pytester.makepyfile(HOGGED_TEST.replace("REQUESTS", "20").replace("LIMIT", "0.5"))
+    pytester.makepyfile(HOGGED_TEST.replace("REQUESTS", "80").replace("LIMIT", "0.5"))
     result = pytester.runpytest_inprocess("--server-url", fast_server, "--inferaccept-json", "r.json")
     out = result.stdout.str()
     assert result.ret == 6, out

@@ -92,7 +92,7 @@ def test_limitations_name_small_samples_a_client_bound_run_and_missing_usage() -
     document = _ladder()
     run = document["tests"][0]["load"][3]
     run["slo"]["rows"].append(_row("ttft_p99", 0.8, 0.7, "not enough data", n=40, needed_n=300))
-    run["selfcheck"]["bottleneck_reasons"] = ["event-loop lag p99 40 ms > 20 ms"]
+    run["selfcheck"]["client_bound"] = ["event-loop lag p99 40 ms > 20 ms"]  # as run/load.py writes it
     run["summary"]["usage"].update(without_usage=300, note="no answer carried usage; tokens were counted "
                                                             "from content events")
     run["slo"]["point_estimate"] = True
@@ -130,10 +130,13 @@ def test_the_page_always_has_the_slo_table_and_the_load_tables() -> None:
     load_text = " ".join(page.text_of["load"].split())
     assert "test_a concurrency 16, 300 requests ttft_p95 ≤ 500 ms 2.3 s 2.07 s – 2.53 s 300 -360 % fail" \
         in load_text
-    assert ("load requests failed error rate TTFT p50 TTFT p95 output tokens/s requests/s token counts from "
-            "prompt tokens p50 / p90 / p99 achieved load loop lag p99") in load_text
-    assert "concurrency 8, 300 requests 300 0 0 % 235 ms 470 ms 800 2 usage 96 / 180 / 240 7.92 of 8 4 ms" \
-        in load_text
+    # Two tables that fit a page: what the server did, then how the figures were made.
+    assert ("what the server did load requests failed error rate TTFT p50 TTFT p95 output tokens/s "
+            "requests/s concurrency 1, 300 requests") in load_text
+    assert "concurrency 8, 300 requests 300 0 0 % 235 ms 470 ms 800 2 concurrency 16" in load_text
+    assert ("load token counts from prompt tokens p50 / p90 / p99 achieved load loop lag p99 "
+            "concurrency 1, 300 requests") in load_text
+    assert "concurrency 8, 300 requests usage 96 / 180 / 240 7.92 of 8 4 ms" in load_text
     assert [h for h in (str(a["href"]) for a in page.tags("a")) if h[1:] not in page.ids] == []
 
 

@@ -81,8 +81,11 @@ def test_a_stable_server_is_go_with_a_projection_of_zero_and_its_interval(
     ret, soak, _ = _soak(pytester, tmp_path, 12, ())
     checks = soak["findings"]["checks"]
     assert ret == 0, {k: c["text"] for k, c in checks.items()}
+    # The tail is judged beside the median; about 180 requests with none failed cannot show an error
+    # rate under the default 1% (368 could), which is said and, a limit the SLO did not set, no finding.
     assert {k: c["status"] for k, c in checks.items()} == {
-        "ttft_drift": "pass", "e2e_drift": "pass", "memory_growth": "pass", "errors": "pass"}
+        "ttft_drift": "pass", "ttft_tail_drift": "pass", "e2e_drift": "pass", "e2e_tail_drift": "pass",
+        "memory_growth": "pass", "errors": "not_enough_data"}
     assert len(soak["series"]["ttft"]) >= 8 and soak["series"]["memory_bytes"], soak["series"].keys()
     memory = checks["memory_growth"]
     projection = memory["projection"]

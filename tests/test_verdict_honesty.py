@@ -102,11 +102,14 @@ def test_a_slow_tail_fails_the_slo_whatever_the_request_timeout(
 def test_an_error_rate_slo_without_a_count_is_sized_to_pass_on_a_clean_server(
         pytester: pytest.Pytester, quick: str) -> None:
     result = _bundled(pytester, quick, "--slo", "error_rate=0.01", "--load-concurrency", "8",
-                      "--client-check", "warn")
+                      "--client-check", "warn", "--load-duration", "8")
     out = result.stdout.str()
     assert result.ret == 0, out
-    assert "sized from the SLO: error_rate needs 368 measured requests" in out
-    assert _load(pytester)["summary"]["counts"]["measured"] == 368
+    # planned for power (a server at half the limit passes 90% of runs), not the 368 a perfect one
+    # needs; the 8 s bound is said up front and ends the run sooner, with enough for a pass
+    assert "sized from the SLO: 3446 measured requests" in out
+    assert "--load-duration" in out
+    assert 368 <= _load(pytester)["summary"]["counts"]["measured"] <= 3446
 
 
 def test_a_request_count_that_cannot_support_the_slo_is_refused_up_front(
@@ -143,31 +146,32 @@ def test_every_request_failing_is_no_go(pytester: pytest.Pytester, quick: str) -
 
         @pytest.mark.slo(ttft_p95=0.5)
         def test_traffic(loadgen):
-            loadgen.run(concurrency=2, requests=20, extra_body={"model": "no-such-model"})
+            loadgen.run(concurrency=2, requests=80, extra_body={"model": "no-such-model"})
     """)
     result = pytester.runpytest_inprocess("--server-url", quick, "--inferaccept-json", "r.json")
     out = result.stdout.str()
     assert result.ret == 1, out
-    assert "every one of the 20 measured requests failed: 20 http_4xx" in out
+    assert "every one of the 80 measured requests failed: 80 http_4xx" in out
 
 
 def test_a_clear_failure_below_the_sample_a_pass_needs_is_no_go(
         pytester: pytest.Pytester, slow_tail: str) -> None:
-    # a p99 needs 368 requests to pass, but failing needs only the interval's lower end: 40
-    # answers that all take 10 ms or more fail a 5 ms limit
+    # a p99 needs 368 requests to pass (a smaller count is refused up front), but failing needs
+    # only the interval's lower end: a run bounded by time that measures a few dozen answers,
+    # all taking 10 ms or more, fails a 5 ms limit
     pytester.makepyfile("""
         import pytest
 
         @pytest.mark.slo(ttft_p99=0.005)
         def test_traffic(loadgen):
-            loadgen.run(concurrency=4, requests=40)
+            loadgen.run(concurrency=4, duration=0.5)
     """)
     result = pytester.runpytest_inprocess("--server-url", slow_tail, "--inferaccept-json", "r.json",
                                           "--client-check", "warn")
     out = result.stdout.str()
     assert result.ret == 1, out
     (row,) = _load(pytester)["slo"]["rows"]
-    assert row["status"] == "fail" and row["n"] == 40 and row["ci_low"] > 0.005
+    assert row["status"] == "fail" and row["n"] < 368 and row["ci_low"] > 0.005
 
 
 def test_a_fault_in_the_clients_own_code_makes_the_run_invalid_with_its_traceback(
@@ -223,9 +227,11 @@ def test_capacity_steps_without_a_count_are_sized_from_the_slo(pytester: pytest.
     result = pytester.runpytest_inprocess(
         "--pyargs", "pytest_inferaccept.suites.test_capacity", "-k", "ladder", "--server-url", quick,
         "--capacity", "--ladder", "2", "--slo", "error_rate=0.01", "--inferaccept-json", "r.json",
-        "--client-check", "warn")
+        "--client-check", "warn", "--capacity-step-duration", "3")
     out = result.stdout.str()
-    assert "capacity steps sized from the SLO: error_rate needs 368 measured requests a step" in out
+    # sized for power, and said up front that a 3 s step cannot hold the plan
+    assert "capacity steps sized from the SLO (each step): 3446 measured requests" in out
+    assert "--capacity-step-duration" in out
     (test,) = [t for t in json.loads((pytester.path / "r.json").read_text())["tests"] if t.get("capacity")]
     (step,) = test["capacity"][0]["steps"]
-    assert step["measured"] == 368, out
+    assert 0 < step["measured"] < 3446, out

@@ -3,7 +3,8 @@
 Each level is measured beside the telemetry sampler; the climb stops early when errors or
 latency cross the circuit breaker or the client becomes the bottleneck. The rows then give the
 knee, the highest level that meets the SLOs and the explanations (capacity/analysis.py), and
-`conclude` the status: a failing level first, then a client that could not drive the first
+`conclude` the status: a failing level first (most of its requests failed, or a level the scenario
+must meet failed its SLO by failed requests alone), then a client that could not drive the first
 level, then the SLOs. Nothing here imports pytest.
 """
 
@@ -100,19 +101,27 @@ def climb(
     elif min_level is not None and slo is not None and best is not None and best < min_level:
         judged.append(("fail", f"meets the SLOs only up to {level_text(unit, best)}; required: "
                                f"{level_text(unit, min_level)} ({why_best})"))
+    # A level the scenario must meet (the first, or every one up to min_level) whose SLO failed
+    # requests alone decided fails it, whatever a client limit or an undecided level says.
+    decided = _decided_by_failures(rows, min_level) if slo is not None else None
+    if decided is not None and bad is None:
+        judged = [(s, why) for s, why in judged if not why.startswith("does not meet the SLOs even at")]
     notes = [f"rates chosen around {caveat}"] if caveat else []
     notes += [stopped] if stopped else []
     notes += not_measured(sampler)
     if knee.level is not None and not knee.confirmed:
         notes.append(f"knee {knee.certainty}")
-    headline = _headline(rows, knee.level, best, slo is not None, unit, confirmed=knee.confirmed)
+    headline = _headline(rows, knee.level, best, slo is not None, unit, confirmed=knee.confirmed,
+                         why=why_best)
     return conclude(
         kind=kind,
         label=label,
         steps=rows,
         params=params,
         headline=headline + (f"; rates chosen around {caveat}" if caveat else ""),
-        failing=bad["failure_text"] if bad is not None else "",
+        failing=bad["failure_text"] if bad is not None else (
+            f"does not meet the SLOs at {level_text(unit, decided['level'])}, by failed requests alone: "
+            f"{decided['slo_by_failures']}" if decided is not None else ""),
         bound=bound,
         judged=judged,
         findings={
@@ -128,6 +137,15 @@ def climb(
     )
 
 
+def _decided_by_failures(rows: list[dict[str, Any]], min_level: float | None) -> dict[str, Any] | None:
+    """The first level the scenario must meet (the first, or each up to min_level) whose SLO failed
+    by failed requests alone; None when there is none."""
+    if not rows:
+        return None
+    top = min_level if min_level is not None else rows[0]["level"]
+    return next((r for r in rows if r["level"] <= top and r.get("slo_by_failures")), None)
+
+
 def _headline(
     rows: list[dict[str, Any]],
     knee: float | None,
@@ -136,12 +154,24 @@ def _headline(
     unit: str,
     *,
     confirmed: bool = True,
+    why: str = "",
 ) -> str:
     parts = []
+    # Levels that passed on their own (the client keeping up), though the count up from the first
+    # stopped below them.
+    passed = [level_text(unit, r["level"]) for r in rows
+              if r.get("slo_status") == "pass" and not r.get("client_bound")]
     if judged:
         parts.append(
             f"meets the SLOs up to {level_text(unit, best)}"
             if best is not None
+            else f"no level counts as meeting the SLOs ({why}), although {', '.join(passed)} "
+                 f"{'passes' if len(passed) == 1 else 'pass'} on {'its' if len(passed) == 1 else 'their'} own"
+            if passed
+            else f"does not meet the SLOs even at {level_text(unit, rows[0]['level'])}"
+            if rows and rows[0].get("slo_status") == "fail"
+            else f"no level judged against the SLOs ({why})"
+            if rows
             else "meets the SLOs at no level measured"
         )
     beyond = sum(1 for r in rows if knee is not None and r["level"] > knee)

@@ -146,6 +146,7 @@ def step_row(level: float, result: LoadResult, peaks: dict[str, float] | None = 
         "achieved_rate": total.get("achieved_rate"),
         "slo_status": result.evaluation.status if result.evaluation is not None else None,
         "slo_failures": "; ".join(result.evaluation.messages("fail")) if result.evaluation else "",
+        "slo_by_failures": _by_failures(result),
         # --client-check warn: the step is judged anyway; the reasons stay as warnings.
         "client_bound": list(result.client_bound) if result.client_check != "warn" else [],
         "client_warnings": list(result.client_bound) if result.client_check == "warn" else [],
@@ -164,6 +165,21 @@ def step_row(level: float, result: LoadResult, peaks: dict[str, float] | None = 
         for stat in ("p50", "p95", "p99"):
             row[f"{metric}_{stat}"] = result.stat(metric, stat, successful=True)
     return row
+
+
+def _by_failures(result: LoadResult) -> str:
+    """The step's SLO rows that failed requests alone decided, in words ('' when none did).
+
+    They are the server's whatever the client did, save timeouts and stalls measured by a
+    client that was itself the bottleneck: with those among the failures the step stays undecided.
+    """
+    from pytest_inferaccept.stats.slo import CLIENT_CLOCKED
+
+    if result.evaluation is None:
+        return ""
+    rows = [row.message for row in result.evaluation.rows if row.status == "fail" and row.by_failures]
+    late = result.client_bound and any(r.error in CLIENT_CLOCKED for r in result.records if not r.warmup)
+    return "" if late else "; ".join(rows)
 
 
 def not_measured(sampler: Sampler) -> list[str]:

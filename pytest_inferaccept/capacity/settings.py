@@ -14,6 +14,11 @@ from pytest_inferaccept.stats.projection import (
 )
 
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32)
+DEFAULT_STEP_DURATION = 120.0
+"""A step's time bound unless --capacity-step-duration is given: the request count sizes a step (from
+the SLO, or --capacity-step-requests), and this only ends one the server cannot finish. At 120 s a
+level judged against error_rate=0.01 or a p99 (368 requests at least) needs 3.1 requests/s; at
+30 s it would need 12.3, more than many servers answer at c=1."""
 
 
 class CapacitySettingsError(ValueError):
@@ -31,7 +36,7 @@ class CapacitySettings:
     """Measured requests per ladder level or sweep step (at least 2 per slot)."""
     step_requests_given: bool = False
     """True when the team set --capacity-step-requests; otherwise a step is sized from the SLO."""
-    step_duration: float = 30.0
+    step_duration: float = DEFAULT_STEP_DURATION
     """The most seconds one level or step may take (it ends at whichever bound comes first)."""
     settle: int = 1
     """Warm-up rounds per level: each slot's first `settle` requests are run and excluded."""
@@ -130,7 +135,7 @@ def resolve_capacity(lookup: Callable[[str], str | None], enabled: bool) -> Capa
         else DEFAULT_LADDER,
         step_requests=int(_num("--capacity-step-requests", lookup("step_requests"), 80, integer=True)),
         step_requests_given=lookup("step_requests") is not None,
-        step_duration=_num("--capacity-step-duration", lookup("step_duration"), 30.0),
+        step_duration=_num("--capacity-step-duration", lookup("step_duration"), DEFAULT_STEP_DURATION),
         settle=int(_num("--ladder-settle", lookup("settle"), 1, integer=True, zero=True)),
         min_concurrency=int(_num("--capacity-min", min_raw, 1, integer=True)) if min_raw else None,
         breaker_error_rate=_num("--breaker-error-rate", lookup("breaker_error_rate"), 0.10, most=1.0),

@@ -24,6 +24,8 @@ from pytest_inferaccept.capacity.scenarios import (
     quiet,
     step_row,
 )
+from pytest_inferaccept.capacity.soak_slo import Window, judge_errors, judge_slo, judge_windows
+from pytest_inferaccept.stats.trend import MIN_POINTS
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
@@ -32,12 +34,18 @@ if TYPE_CHECKING:
 
 EXPLAINED_AS = {
     "ttft_drift": "latency_drift",
+    "ttft_tail_drift": "latency_drift",
     "e2e_drift": "latency_drift",
+    "e2e_tail_drift": "latency_drift",
     "memory_growth": "memory_growing",
     "gpu_memory_growth": "memory_growing",
     "errors": "errors_begin",
 }
-"""The explanation a failing check gives, by check."""
+"""The explanation a failing check gives, by check (the SLO's own checks say theirs in the reasons)."""
+
+DRIFTS = ("ttft_drift", "ttft_tail_drift", "e2e_drift", "e2e_tail_drift", "memory_growth",
+          "gpu_memory_growth")
+"""The checks that read a series over time: with none of them judged, the soak was too short."""
 
 
 def soak(
@@ -82,7 +90,9 @@ def soak(
             "soak", concurrency=concurrency, duration=duration, warmup=concurrency, workload=workload
         )
         t1 = sampler.now()
-    measured = sorted((r for r in result.records if not r.warmup), key=lambda r: r.send)
+    # A request the client failed in its own code says nothing of the server (as in every summary).
+    measured = sorted((r for r in result.records if not r.warmup and not r.harness_error),
+                      key=lambda r: r.send)
     start = measured[0].send if measured else 0.0
     window = max(1.0, duration / 20)
     ok = [r for r in measured if r.ok]
@@ -90,15 +100,26 @@ def soak(
     series: dict[str, Any] = {"window_s": window}
     traffic = judge.Traffic(request_rate=result.summary.request_rate_per_s, duration_s=duration,
                             horizon=chosen_horizon, alpha=alpha)
+    # The SLO itself, over the whole soak and window by window, before how it drifts.
+    whole = judge_slo(result.evaluation)
+    if whole is not None:
+        checks["slo"] = whole
+    by_window = judge_windows(_windows(measured, start, window), slo, width_s=window)
+    if by_window is not None:
+        checks["slo_windows"] = by_window
     for metric in ("ttft", "e2e"):
         points = [(r.send - start, getattr(r, metric)) for r in ok if getattr(r, metric) is not None]
-        limits = [(lim.key, lim.limit, value) for lim in (slo.latency if slo is not None else ())
-                  if lim.metric == metric
+        what = "TTFT" if metric == "ttft" else "end-to-end latency"
+        slo_limits = [lim for lim in (slo.latency if slo is not None else ()) if lim.metric == metric]
+        limits = [(lim.key, lim.limit, value) for lim in slo_limits
                   for value in [result.stat(metric, lim.stat, successful=True)] if value is not None]
         checks[f"{metric}_drift"] = judge.judge_latency(
-            points, what="TTFT" if metric == "ttft" else "end-to-end latency", metric=metric, window_s=window,
-            traffic=traffic, limits=limits, tolerance=drift_tolerance)
+            points, what=what, metric=metric, window_s=window, traffic=traffic, limits=limits,
+            tolerance=drift_tolerance)
         series[metric] = [[round(t, 3), round(v, 6)] for t, v in _window_medians(points, window)]
+        checks[f"{metric}_tail_drift"] = _tail(points, what=what, metric=metric, window_s=window,
+                                               traffic=traffic, limits=limits, tolerance=drift_tolerance,
+                                               duration=duration, series=series)
     memory = sampler.series.get("memory_bytes") or sampler.series.get("launched_rss_bytes")
     if memory is not None and len(memory.points) >= 2:
         pts = [(t - t0, v) for t, v in memory.points if t0 <= t <= t1 + 1]
@@ -126,25 +147,9 @@ def soak(
     if gpu is not None:
         checks["gpu_memory_growth"] = gpu
     failed = [r for r in measured if not r.ok]
-    limit = slo.error_rate if slo is not None and slo.error_rate is not None else 0.01
-    rate = len(failed) / len(measured) if measured else None
-    onset = (failed[0].send - start) if failed else None
-    checks["errors"] = {
-        "status": "pass"
-        if rate is not None and rate <= limit
-        else "fail"
-        if rate is not None
-        else "not_enough_data",
-        "error_rate": rate,
-        "limit": limit,
-        "onset_s": onset,
-        "text": (
-            "no request failed"
-            if not failed
-            else f"{len(failed)} of {len(measured)} failed ({rate:.1%}; limit {limit:.0%}); the first "
-            f"{onset:.1f} s into the soak ({failed[0].error}: {failed[0].error_detail[:120]})"
-        ),
-    }
+    first = f"{failed[0].error}: {failed[0].error_detail[:120]}" if failed else ""
+    checks["errors"] = judge_errors([r.send - start for r in failed], len(measured),
+                                    slo_limit=slo.error_rate if slo is not None else None, first=first)
     series["errors"] = [[round(t, 3), n] for t, n in _window_counts([r.send - start for r in failed], window)]
     params: dict[str, Any] = {
         "concurrency": concurrency,
@@ -182,14 +187,9 @@ def soak(
         params["basis_caveat"] = caveat
         notes.append(f"the concurrency comes from {caveat}")
     notes += not_measured(sampler)
-    failing = {name: check for name, check in checks.items() if check["status"] == "fail"}
-    judged: list[Judgement] = [("fail", check["text"]) for check in failing.values()]
-    if not failing and all(
-        c["status"] in ("not_enough_data", "not_measured") for k, c in checks.items() if k != "errors"
-    ):
-        judged.append(("invalid", "the soak was too short to judge drift (fewer than 8 windows with "
-                                  "answers)"))
     bound = row["client_bound"]
+    failing = {name: check for name, check in checks.items() if check["status"] == "fail"}
+    judged = _judged(checks, bound=bool(bound))
     where = f"{basis}; {caveat}" if caveat else basis
     # A failing check in full (its projection and time to the limit); the others in short.
     headline = f"{duration:g} s at c={concurrency} ({where}): " + "; ".join(
@@ -206,17 +206,77 @@ def soak(
         failures_when_bound=True,
         findings=findings,
         explanations=[{"kind": EXPLAINED_AS[name], "level": concurrency, "text": check["text"],
-                       "evidence": {"check": name}} for name, check in failing.items()],
+                       "evidence": {"check": name}}
+                      for name, check in failing.items() if name in EXPLAINED_AS],
         series=series,
         telemetry=sampler.to_json(),
         notes=notes,
     )
 
 
-def _window_medians(points: list[tuple[float, float]], width: float) -> list[tuple[float, float]]:
+def _judged(checks: Mapping[str, Mapping[str, Any]], *, bound: bool) -> list[Judgement]:
+    """The soak's own findings: each failing check, and what leaves it undecided.
+
+    The SLO's error_rate is judged in the SLO's own check, so the error check adds a finding only
+    for the soak's default limit. While the client limited the run, an SLO found missed by latency
+    alone says nothing of the server: only a miss that failed requests decide is kept.
+    """
+    out: list[Judgement] = []
+    for name, check in checks.items():
+        if check["status"] != "fail" or (name == "errors" and check.get("decides")):
+            continue
+        if name in ("slo", "slo_windows") and bound and not check.get("by_failures"):
+            continue
+        out.append(("fail", check["text"]))
+    whole = checks.get("slo")
+    if whole is not None and whole["status"] == "not_enough_data":
+        out.append(("invalid", whole["text"]))
+    if not any(c["status"] == "fail" for c in checks.values()) and all(
+            checks[k]["status"] in ("not_enough_data", "not_measured") for k in DRIFTS if k in checks):
+        out.append(("invalid", "the soak was too short to judge drift (fewer than 8 windows with answers)"))
+    return out
+
+
+def _tail(points: list[tuple[float, float]], *, what: str, metric: str, window_s: float,
+          traffic: judge.Traffic, limits: list[tuple[str, float, float]], tolerance: float, duration: float,
+          series: dict[str, Any]) -> dict[str, Any]:
+    """The drift of the latency's tail: each window's p95 (or p90) over its median (soak_judge.judge_tail),
+    projected against the SLO's tail limits (p90 and above) on the metric."""
+    chosen = judge.tail_windows(len(points), duration, window_s)
+    if chosen is None:
+        return {"status": "not_enough_data", "level": None,
+                "text": f"{what} tail not judged: {len(points)} answers are too few for a tail per window "
+                        f"(at least {judge.TAIL_LEAST} a window in {MIN_POINTS} windows)",
+                "answer": f"{what} tail not judged (too few answers)"}
+    width, level, least = chosen
+    tails = [(key, limit, value) for key, limit, value in limits
+             if key.rsplit("_", 1)[-1] in ("p90", "p95", "p99", "p999")]
+    series[f"{metric}_tail"] = [[round(t, 3), round(v, 6)]
+                                for t, v in _window_medians(points, width, level=level, least=least)]
+    return judge.judge_tail(points, what=what, window_s=width, level=level, least=least, traffic=traffic,
+                            limits=tails, tolerance=tolerance)
+
+
+def _windows(measured: list[Any], start: float, width: float) -> list[Window]:
+    """The soak's requests by window of `width` seconds from the first send, counted as the SLO counts."""
+    from pytest_inferaccept.stats.summary import summarize
+
+    groups: dict[int, list[Any]] = {}
+    for r in measured:
+        groups.setdefault(int((r.send - start) // width), []).append(r)
+    out = []
+    for k, records in sorted(groups.items()):
+        s = summarize(records, (start + k * width, start + (k + 1) * width))
+        out.append(Window(start_s=k * width, end_s=(k + 1) * width, values=s.samples.metrics,
+                          measured=s.counts.measured, failed=s.counts.failed))
+    return out
+
+
+def _window_medians(points: list[tuple[float, float]], width: float, *, level: float = 0.5,
+                    least: int = 1) -> list[tuple[float, float]]:
     from pytest_inferaccept.stats.trend import windows
 
-    return windows(points, width)
+    return windows(points, width, level=level, least=least)
 
 
 def _window_counts(times: list[float], width: float) -> list[tuple[float, int]]:

@@ -26,7 +26,7 @@ from pytest_inferaccept.stats.projection import (
     slope_of,
     soak_needed,
 )
-from pytest_inferaccept.stats.trend import trend, windows
+from pytest_inferaccept.stats.trend import MIN_POINTS, trend, windows
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
@@ -313,7 +313,7 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
 
 def judge_latency(points: Points, *, what: str, metric: str, window_s: float, traffic: Traffic,
                   limits: Sequence[tuple[str, float, float]], tolerance: float) -> dict[str, Any]:
-    """A latency check: drift in ms and % per hour, projected; when would it cross the SLO?
+    """A latency check: drift in ms per hour and over the soak, projected; when would it cross the SLO?
 
     `limits` are the SLO's limits on this metric as (key, limit s, the soak's value of that
     statistic s). The statistic is projected by the drift of the window medians (the whole
@@ -341,15 +341,13 @@ def judge_latency(points: Points, *, what: str, metric: str, window_s: float, tr
     # The limit reached first decides, a crossing one before any other.
     label, p = min(candidates, key=lambda c: (not c[1].crosses, _never(c[1].time_to_limit(chosen.per_s))))
     start = whole.start if whole.start > 0 else None
-
-    def per_hour(v: float) -> str:
-        return f"{_signed_ms(v * 3600)}/h" + (f" ({v * 3600 / start:+.1%}/h)" if start else "")
+    moved = _moved(chosen, whole, start)
 
     def hourly(v: float) -> str:
         return f"{_signed_ms(v * 3600)}/h"
 
     interval = _ci(chosen.low, chosen.high, hourly, chosen.confidence)
-    rates = f"{per_hour(chosen.per_s)}, {interval}"
+    rates = f"{moved}, {_per_hour(chosen, start)}, {interval}"
     growth = _growth(p, _signed_ms, traffic.horizon_words())
     reach = p.time_to_limit(chosen.per_s)
     when = f"{label} after about {duration_words(reach)} of this traffic ({_time_ci(p)})"
@@ -371,13 +369,135 @@ def judge_latency(points: Points, *, what: str, metric: str, window_s: float, tr
                 if reach is not None and (p.headroom or 0) > 0 else "")
         text = f"{what} {verb}: {rates}: {growth}{tail}"
         short = "levels off" if shape.kind == "levels_off" else _verb(chosen, "drifts")
-        answer = f"{what} {short} ({per_hour(chosen.per_s)}, {interval})"
+        answer = f"{what} {short} ({moved}; {interval})"
     rate = _rate_json(chosen, whole, None, None)
-    rate["relative_per_hour"] = chosen.per_s * 3600 / start if start else None
+    rate["change"] = chosen.per_s * chosen.span_s
+    rate["relative_change"] = rate["change"] / start if start else None
+    # A relative rate per hour from a shorter span is an extrapolation of a ratio: kept only when
+    # the span it was measured over is at least the hour it speaks of.
+    rate["relative_per_hour"] = (chosen.per_s * 3600 / start
+                                 if start and chosen.span_s >= RELATIVE_RATE_MIN_SPAN_S else None)
     # Planning needs a limit the team set: the SLO (the relative fallback is no budget to plan for).
     plan = _plan(whole, shape, p, traffic) if limits else None
     return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(), "rate": rate,
             "projection": {**p.to_json(), "limit_words": label}, "plan": plan}
+
+
+def judge_tail(points: Points, *, what: str, window_s: float, level: float, least: int, traffic: Traffic,
+               limits: Sequence[tuple[str, float, float]], tolerance: float) -> dict[str, Any]:
+    """The drift of a latency's tail against its median: each window's p95 (or p90) over its median.
+
+    A tail can triple while the median stays put (a queue some requests wait in, a batch that
+    stalls the unlucky), which the window medians cannot see. The tail is read against the median
+    of the same window: load that swings slowly moves both together, and the ratio leaves that
+    shared wander out (on the absolute p95, those swings made a stable tail drift about 1% of the
+    time; docs/capacity.md has the simulation). A shift of the whole distribution is the median
+    check's. `limits` are the SLO's tail limits on the metric as (key, limit s, the soak's value of
+    that statistic s): the ratio at which that statistic would reach its limit is the ratio's
+    limit. Without one, the ratio's start × (1 + tolerance). Windows with fewer than `least`
+    answers are left out.
+    """
+    stat = f"p{level * 100:.0f}"
+    tails = windows(points, window_s, level=level, least=least)
+    medians = dict(windows(points, window_s, least=least))
+    series = [(t, v / medians[t]) for t, v in tails if medians.get(t, 0.0) > 0]
+    name = f"{what} {stat} over its median per {window_s:g} s window"
+    tr = trend(series)
+    base: dict[str, Any] = {"trend": tr.to_json(), "tolerance": tolerance, "alpha": traffic.alpha,
+                            "horizon": traffic.horizon.to_json(), "level": level, "window_s": window_s,
+                            "basis": "ratio_to_median"}
+    whole = slope_of(series, alpha=traffic.alpha)
+    horizon_s = traffic.horizon_s
+    if whole is None or horizon_s is None:
+        return _not_judged(f"{what} tail", tr.n, base)
+    shape = shape_of(series, alpha=traffic.alpha)
+    chosen = _chosen(whole, shape)
+    centre = median(v for _, v in series)
+    candidates: list[tuple[str, Projection]] = [
+        # The soak-wide statistic stands for the middle of the soak, at the ratio the windows had then.
+        (f"{what} {key.rsplit('_', 1)[-1]} would cross its SLO of {_ms(limit)}",
+         Projection(slope=chosen, horizon_s=horizon_s, level=chosen.end, limit=centre * limit / value))
+        for key, limit, value in limits if value > 0]
+    if not candidates:
+        relative = whole.start * (1 + tolerance)
+        candidates.append((f"{what} {stat} would reach {relative:.3g}× its median ({1 + tolerance:g}× its "
+                           f"start; no SLO on it)",
+                           Projection(slope=chosen, horizon_s=horizon_s, level=chosen.end, limit=relative)))
+    label, p = min(candidates, key=lambda c: (not c[1].crosses, _never(c[1].time_to_limit(chosen.per_s))))
+
+    def times(v: float) -> str:
+        return f"{v:+.3g}×"
+
+    span = chosen.span_s
+    over = "the soak's" if chosen is whole else "its last third's"
+    start = chosen.start
+    moved = f"from {start:.3g}× to {chosen.end:.3g}× its median over {over} {duration_words(span)}"
+    share = f"{(chosen.end - start) / start:+.0%}; " if start > 0 else ""
+    interval = f"{share}change {_ci(chosen.low * span, chosen.high * span, times, chosen.confidence)}"
+    reach = p.time_to_limit(chosen.per_s)
+    when = (f"{label}: already so at the end of the soak" if reach == 0 else
+            f"{label} after about {duration_words(reach)} of this traffic ({_time_ci(p)})")
+    which = "this rate" if chosen is whole else "the last third's rate"
+    if p.crosses:
+        status = "fail"
+        text = (f"{name} rises {moved} ({interval}); at {which}, {when}, within the horizon even at the low "
+                f"end of its {1 - traffic.alpha:.0%} interval")
+        answer = f"{what} tail: at {which}, {when}"
+    else:
+        status = "pass"
+        unsure = (f"; at {which}, {when}; not surely within the horizon: at the low end of its "
+                  f"{1 - traffic.alpha:.0%} interval it would not"
+                  if reach is not None and (p.headroom or 0) > 0 else "")
+        text = f"{name} {_verb(chosen, 'rises')}: {moved} ({interval}){unsure}"
+        answer = f"{what} tail ({stat}) {_verb(chosen, 'rises')} against its median ({moved})"
+    rate = _rate_json(chosen, whole, None, None)
+    rate["change"] = chosen.per_s * span
+    rate["relative_change"] = rate["change"] / start if start > 0 else None
+    plan = _plan(whole, shape, p, traffic) if limits else None
+    return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(), "rate": rate,
+            "projection": {**p.to_json(), "limit_words": label}, "plan": plan}
+
+
+TAIL_LEAST = 10
+"""Fewer answers than this in a tail window on average and the tail is not judged: a window's p90
+needs a few values above it to be more than its largest."""
+
+
+def tail_windows(answers: int, duration_s: float, window_s: float) -> tuple[float, float, int] | None:
+    """(window width s, level, least answers a window) for the tail drift; None with too few answers.
+
+    The tail is each window's p95 when the windows hold 40 answers or more on average, else its p90;
+    with fewer than 20 answers a window, the soak is cut into fewer, wider windows (8 at least, the
+    trend test's minimum) so that each holds about 20. Windows with under half the average (the
+    soak's last, part-filled one) are left out: their quantile is their largest value.
+    """
+    count = min(max(1, round(duration_s / window_s)), max(MIN_POINTS, answers // 20))
+    per = answers / count
+    if per < TAIL_LEAST:
+        return None
+    return duration_s / count, (0.95 if per >= 40 else 0.9), max(TAIL_LEAST // 2, int(per / 2))
+
+
+RELATIVE_RATE_MIN_SPAN_S = 3600.0
+"""A drift's rate is said relative to its start per hour only when measured over at least an hour;
+from a shorter soak the change over what was observed is said instead (a 1-minute wobble of -5%
+reads -310%/h as a rate per hour, which says nothing)."""
+
+
+def _moved(chosen: Slope, whole: Slope, start: float | None) -> str:
+    """'-2.9 ms over the soak's 57 s, -3.1% of its start': the fitted change over what was observed."""
+    change = chosen.per_s * chosen.span_s
+    over = "the soak's" if chosen is whole else "its last third's"
+    share = f", {change / start:+.1%} of its start" if start else ""
+    return f"{_signed_ms(change)} over {over} {duration_words(chosen.span_s)}{share}"
+
+
+def _per_hour(chosen: Slope, start: float | None) -> str:
+    """'+120 ms/h', with the relative rate only when the span observed reaches an hour."""
+    absolute = f"{_signed_ms(chosen.per_s * 3600)}/h"
+    if start and chosen.span_s >= RELATIVE_RATE_MIN_SPAN_S:
+        return f"{absolute} ({chosen.per_s * 3600 / start:+.1%}/h)"
+    return absolute
 
 
 def gpu_memory_check(sampler: Sampler, t0: float, t1: float, *, window_s: float, traffic: Traffic,

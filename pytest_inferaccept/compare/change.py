@@ -10,7 +10,7 @@ Status = Literal["regression", "improvement", "changed", "untrusted"]
 neither better nor worse; untrusted: a figure moved, but the runs' conditions differ too much to say."""
 
 Kind = Literal["capability", "check", "figure", "operator_metric", "server", "answer", "embedding",
-               "load_run"]
+               "load_run", "correctness"]
 
 
 @dataclass(frozen=True, kw_only=True)

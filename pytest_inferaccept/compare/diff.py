@@ -8,6 +8,7 @@ from typing import Any
 from pytest_inferaccept.compare import extras
 from pytest_inferaccept.compare.change import Change
 from pytest_inferaccept.compare.conditions import Difference, differences
+from pytest_inferaccept.compare.correctness import compare_correctness
 from pytest_inferaccept.compare.figures import LoadFigures, load_runs, unit_of
 from pytest_inferaccept.compare.policy import GateSettings
 from pytest_inferaccept.compare.rules import judge, relative
@@ -29,6 +30,8 @@ class Comparison:
     """Why the figures of the two runs cannot be compared (empty: they can)."""
     changes: list[Change] = field(default_factory=list)
     answers: dict[str, Any] | None = None
+    correctness: dict[str, Any] | None = None
+    """The known-answer set against the baseline's (`compare.correctness`); None when not run."""
 
     @property
     def regressions(self) -> list[Change]:
@@ -47,6 +50,9 @@ class Comparison:
         # A metric renamed or deprecated: still served, but a dashboard on the old name must move.
         out += [f"since the baseline: {c.detail}" for c in self.changes
                 if c.kind == "operator_metric" and c.status == "changed"]
+        # The paired gate undecided (not enough data, noise too high) or not compared: say so.
+        if self.correctness is not None and self.correctness["status"] not in ("pass", "fail"):
+            out.append(f"since the baseline: {self.correctness['message']}")
         if self.untrusted:
             out.append("the baseline's figures are not comparable: " + "; ".join(self.untrusted))
         return out
@@ -60,7 +66,7 @@ class Comparison:
                 "trusted": not self.untrusted, "untrusted_because": list(self.untrusted),
                 "conditions": [d.to_json() for d in self.conditions],
                 "changes": [c.to_json() for c in self.changes], "answers": self.answers,
-                "policy": self.gate.describe()}
+                "correctness": self.correctness, "policy": self.gate.describe()}
 
 
 def describe_run(doc: RunDocument, path: str | None) -> dict[str, Any]:
@@ -85,6 +91,8 @@ def compare(old: RunDocument, new: RunBody, gate: GateSettings, path: str | None
     result.changes += extras.server_metadata(old, new)
     answer_changes, result.answers = extras.answers(old, new, gate, trusted=not result.untrusted)
     result.changes += answer_changes
+    correctness_changes, result.correctness = compare_correctness(old, new)
+    result.changes += correctness_changes
     return result
 
 

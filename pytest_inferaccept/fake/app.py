@@ -462,7 +462,8 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     await resp.prepare(request)
     if cfg.faults:
         resp["inferaccept_shaper"] = conformance.StreamShaper(cfg.faults,
-                                                              _chat_usage(cfg, prompt_tokens, choices))
+                                                              _chat_usage(cfg, prompt_tokens, choices),
+                                                              number=state.drawn)
     generation.stream_faults(choices, body, cfg.faults)
     model = _response_model(cfg)
     opts = body.get("stream_options") or {}

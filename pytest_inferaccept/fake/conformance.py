@@ -89,9 +89,12 @@ def stream_content_type(faults: frozenset[str]) -> str:
 class StreamShaper:
     """Rewrites each event of one stream; `usage` is what a spurious usage chunk reports."""
 
-    def __init__(self, faults: frozenset[str], usage: Mapping[str, int]) -> None:
+    def __init__(self, faults: frozenset[str], usage: Mapping[str, int], number: int = 0) -> None:
         self.faults = faults
         self.usage = dict(usage)
+        # stream_cut_most cuts three chat requests in five, by the request's number (from 1; 0: unnumbered)
+        self.cut = "stream_error_chunk" in faults or (
+            "stream_cut_most" in faults and number > 0 and number % 5 in (0, 1, 3))
         self.sent = 0
         self.content_chunks = 0
         self.dropped_text = False
@@ -120,7 +123,7 @@ class StreamShaper:
             if "stream_text_differs" in faults and not self.dropped_text:
                 self.dropped_text = True
                 return []
-            if "stream_error_chunk" in faults and self.content_chunks == 3:
+            if self.cut and self.content_chunks == 3:
                 self.broken = True
                 return [{"error": {"message": "the engine failed while generating", "type": "server_error",
                                    "param": None, "code": None}}, "[DONE]"]

@@ -40,6 +40,9 @@ FAULTS: dict[str, str] = {
     "usage_without_asking": "a usage chunk is streamed without include_usage (llama.cpp #16048)",
     "usage_chunk_with_choices": "the include_usage chunk carries the finish choice (LiteLLM #28735)",
     "stream_error_chunk": "after some content the stream sends {error: ...} instead of finishing",
+    "stream_cut_most": "three in five streamed chat answers (spread evenly over the requests) stop after "
+                       "their third content chunk with an {error: ...} event and data: [DONE]; the "
+                       "other two finish normally",
     "empty_under_concurrency": "with two or more chat requests in flight, streamed answers are the role "
                                "chunk and data: [DONE] (no content, no finish_reason) and non-streamed "
                                "ones 200 with content \"\" and finish_reason null; a request alone "
@@ -53,6 +56,9 @@ FAULTS: dict[str, str] = {
     "stream_forever": "streams send valid content chunks without end (no finish_reason, no [DONE])",
     "huge_json": "non-streamed chat answers are a 300 MB JSON document",
     "chat_500": "every chat completion answers 500",
+    "quality_drop": "a third of the prompts the fake can answer (sums, products, \"repeat exactly\"; "
+                    "the same ones each run, by a hash of the prompt) are answered wrongly: a number one "
+                    "off, a copy missing its last word (a broken template or kernel)",
     # capabilities
     "no_tools": "requests with tools are rejected with 400 (tools unsupported)",
     "tools_500": "requests with tools answer 500 (tools broken)",

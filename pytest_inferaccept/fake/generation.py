@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_inferaccept.fake import textgen
+from pytest_inferaccept.fake import knowns, textgen
 from pytest_inferaccept.fake.config import FakeConfig
 
 PREFIX_CHARS = 200
@@ -31,6 +31,8 @@ class Choice:
     """The stop sequence that ended the text, if one did."""
     reasoning: list[str] = field(default_factory=list)
     """Reasoning tokens produced before the content (`FakeConfig.reasoning_tokens`)."""
+    known: bool = False
+    """The content is a known answer the fake worked out (`fake.knowns`), which `quality_drop` spoils."""
 
     @property
     def text(self) -> str:
@@ -68,6 +70,14 @@ def generate_text(prompt: str, body: Mapping[str, Any], index: int, max_natural:
             choice.pieces, choice.finish_reason = pieces[:limit], "length"
         else:
             choice.pieces = pieces
+        choice.completion_tokens = len(choice.pieces)
+        return choice
+    answer = knowns.known_answer(prompt)
+    if answer is not None and not stops:
+        pieces = knowns.pieces(answer)
+        choice.known = True
+        choice.pieces = pieces[:limit] if limit is not None else pieces
+        choice.finish_reason = "length" if len(choice.pieces) < len(pieces) else "stop"
         choice.completion_tokens = len(choice.pieces)
         return choice
     produced = ""
@@ -237,6 +247,11 @@ def choice_faults(choices: list[Choice], faults: frozenset[str],
     """Spoil generated choices the way a faulty server answers (`body`: the request, as read)."""
     if body is not None:
         reasoning_faults(choices, body, faults)
+        if "quality_drop" in faults and knowns.spoiled(textgen.prompt_text(body.get("messages") or ())):
+            for c in choices:
+                if c.known:
+                    c.pieces = knowns.pieces(knowns.wrong_answer(c.text))
+                    c.completion_tokens = len(c.pieces)
     for c in choices:
         if c.stop_hit and "stop_included" in faults:
             c.pieces.append(c.stop_hit)

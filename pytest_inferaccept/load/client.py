@@ -40,9 +40,16 @@ class ClientLimits:
     request_timeout: float = 60.0
     """Total seconds from send to the end of the answer."""
     connect_timeout: float = 5.0
-    stall_timeout: float = 30.0
-    """Seconds without a byte, once the headers are in, before the request counts as stalled."""
+    stall_timeout: float | None = None
+    """Seconds without a byte, once the headers are in, before the request counts as stalled
+    (--stall-timeout); None: the request timeout, so only the total deadline bounds a quiet stream."""
     max_response_bytes: int = 16 * 2**20
+
+    @property
+    def stall_seconds(self) -> float:
+        """The stall limit in force: never longer than the total deadline, which ends the request first."""
+        stall = self.stall_timeout
+        return self.request_timeout if stall is None else min(stall, self.request_timeout)
 
 
 def api_root(base_url: str) -> str:
@@ -115,7 +122,7 @@ class StreamClient:
         task = asyncio.current_task()
         assert task is not None
         clock, t0, limits = self.clock, self.t0, self.limits
-        stall = limits.stall_timeout
+        stall = limits.stall_seconds
         state = _Watch()
         start = clock()
         deadline = start + limits.request_timeout
@@ -164,7 +171,8 @@ class StreamClient:
                 rec.error = "timeout" if reason == "timeout" else "stall"
                 rec.error_detail = (f"no answer within the total deadline of {limits.request_timeout:g} s"
                                     if reason == "timeout" else
-                                    f"no bytes for {stall:g} s in the middle of the answer")
+                                    f"no bytes for {stall:g} s in the middle of the answer "
+                                    "(--stall-timeout)")
             elif rec.error is None:
                 _check_complete(rec)  # [DONE] came, the body did not close: judged as it stands
             if rec.end == 0.0 or reason != "done":
@@ -334,17 +342,30 @@ def _check_complete(rec: RequestRecord) -> None:
 
     Both arrive as HTTP 200 and a closed stream, so nothing else flags them: a server that
     breaks under concurrency may answer every request with the role chunk and [DONE] only.
+    Usage alone is no answer: a stream that carried no content, reasoning or tool call is empty
+    whatever completion_tokens it claims (as the conformance burst judges it). The one exception
+    is reasoning the server keeps hidden: cut by max_tokens with every completion token reported
+    as reasoning, the workload left no room for content (counted as an answer without content).
     """
-    generated = rec.first_token_any is not None or bool(rec.completion_tokens)
+    generated = rec.first_token_any is not None
     if rec.finish_reason is None:
         rec.error = "incomplete"
         rec.error_detail = ("the stream ended with data: [DONE] but no finish_reason"
                             + ("" if generated else ", and nothing was generated (no content, "
                                "reasoning or tool call)"))
-    elif not generated and rec.max_tokens != 0:
+    elif not generated and rec.max_tokens != 0 and not _hidden_reasoning_took_it_all(rec):
+        # The usage claim first: a report keeps the start of a detail.
+        claimed = (f" and usage claiming {rec.completion_tokens} completion tokens, but"
+                   if rec.completion_tokens else " with")
         rec.error = "incomplete"
-        rec.error_detail = (f"finish_reason {rec.finish_reason!r} with nothing generated (no content, "
+        rec.error_detail = (f"finish_reason {rec.finish_reason!r}{claimed} nothing generated (no content, "
                             "reasoning or tool call) although max_tokens allowed it")
+
+
+def _hidden_reasoning_took_it_all(rec: RequestRecord) -> bool:
+    """Cut by max_tokens with every completion token reported as reasoning the server did not stream."""
+    n, thought = rec.completion_tokens, rec.reasoning_tokens
+    return rec.finish_reason == "length" and n is not None and n > 0 and thought is not None and thought >= n
 
 
 def _status_class(status: int) -> ErrorClass:

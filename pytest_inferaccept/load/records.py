@@ -25,6 +25,9 @@ HARNESS_ERROR = "client_error"
 it never counts against the server, and it makes the run INVALID."""
 
 RequestKind = Literal["chat", "completions", "embeddings"]
+TpotBasis = Literal["usage", "usage_streamed", "content_events"]
+"""What a request's TPOT divides by: the server's usage.completion_tokens; that count less the
+reasoning tokens it reported but never streamed; or the content events the client counted."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -51,7 +54,9 @@ class RequestRecord:
     first_event: float | None = None
     """First SSE event of any kind (the role-only chunk included)."""
     first_token_any: float | None = None
-    """First event that carried generated text of any kind, reasoning text included."""
+    """First event that carried generated text of any kind (content, reasoning, a tool call) with at
+    least one character that is not whitespace; an answer that is whitespace throughout takes its
+    first generated event. A blank reasoning delta sent at once does not count as a first token."""
     first_content: float | None = None
     """First event that carried content text (TTFT is measured here)."""
     end: float = 0.0
@@ -67,6 +72,11 @@ class RequestRecord:
     """usage.prompt_tokens as the server reported it (None: no usage sent)."""
     completion_tokens: int | None = None
     """usage.completion_tokens as the server reported it (None: no usage sent)."""
+    reasoning_tokens: int | None = None
+    """usage.completion_tokens_details.reasoning_tokens as the server reported it (None: not sent)."""
+    reasoning_events: int = 0
+    """Events that carried reasoning text: none while reasoning_tokens > 0 means the reasoning was
+    hidden (generated and counted in usage, never streamed)."""
     content_events: int = 0
     chunks: int = 0
     """SSE data events received (the [DONE] sentinel not counted)."""
@@ -125,16 +135,35 @@ class RequestRecord:
         """True when the client's own code failed on this request (not the server's fault)."""
         return self.error == HARNESS_ERROR
 
-    def tpot(self) -> float | None:
-        """(e2e - first token) / (output tokens - 1); None with fewer than two tokens or no token.
+    @property
+    def hidden_reasoning_tokens(self) -> int:
+        """Reasoning tokens the server counted in usage but never streamed (0 when it streamed any)."""
+        if self.reasoning_events or not self.reasoning_tokens or self.completion_tokens is None:
+            return 0
+        return max(0, min(self.reasoning_tokens, self.completion_tokens))
 
-        The clock starts at the first token the count includes: with the server's usage (which
-        counts reasoning and tool-call tokens too) at the first generated token of any kind;
-        with content events counted by the client, at the first content token.
+    def tpot_basis(self) -> TpotBasis | None:
+        """Which token count TPOT divides by: `usage`, `usage_streamed` (usage less the reasoning tokens
+        the server never streamed) or `content_events`; None when the request has no TPOT."""
+        if self.completion_tokens is None:
+            basis: TpotBasis = "content_events"
+        else:
+            basis = "usage_streamed" if self.hidden_reasoning_tokens else "usage"
+        return basis if self.tpot() is not None else None
+
+    def tpot(self) -> float | None:
+        """(end - first token) / (streamed output tokens - 1); None with fewer than two tokens or no token.
+
+        The span is the streamed one, so the count is of streamed tokens only. With the server's
+        usage (which counts reasoning and tool-call tokens too) the clock starts at the first
+        generated token of any kind, and reasoning tokens the server reported
+        (completion_tokens_details.reasoning_tokens) but never streamed are left out of the count:
+        they were spent before the first streamed token, not between streamed ones. With content
+        events counted by the client, the clock starts at the first content token.
         """
         if self.completion_tokens is not None:
             first = self.first_token_any if self.first_token_any is not None else self.first_content
-            n = self.completion_tokens
+            n = self.completion_tokens - self.hidden_reasoning_tokens
         else:
             first, n = self.first_content, self.content_events
         if first is None or n < 2:

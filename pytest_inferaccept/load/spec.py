@@ -42,7 +42,8 @@ class LoadSpec:
     workload: Workload | None = None
     request_timeout: float = 60.0
     connect_timeout: float = 5.0
-    stall_timeout: float = 30.0
+    stall_timeout: float | None = None
+    """Seconds without a byte before a request is a stall; None: the request timeout."""
     max_response_bytes: int = 16 * 2**20
     workers: int = 1
     max_seconds: float | None = None
@@ -88,7 +89,8 @@ class LoadSpec:
         if not isinstance(self.warmup, int) or isinstance(self.warmup, bool) or self.warmup < 0:
             out.append(f"warmup must be an integer >= 0, got {self.warmup!r}")
         for name in ("request_timeout", "connect_timeout", "stall_timeout", "metrics_timeout"):
-            if not _pos_num(getattr(self, name)):
+            unset = name == "stall_timeout" and self.stall_timeout is None  # None: the request timeout
+            if not unset and not _pos_num(getattr(self, name)):
                 out.append(f"{name} must be a number of seconds > 0, got {getattr(self, name)!r}")
         if not _pos_int(self.max_response_bytes):
             out.append(f"max_response_bytes must be an integer >= 1, got {self.max_response_bytes!r}")

@@ -40,7 +40,7 @@ def _event_data(block: bytes) -> tuple[bytes | None, bool]:
 class StreamParser:
     """Incremental SSE reader for one streamed answer; writes straight into the record."""
 
-    __slots__ = ("buf", "content_read", "done", "done_at", "finish", "problem", "rec", "text_key")
+    __slots__ = ("blank_at", "buf", "content_read", "done", "done_at", "finish", "problem", "rec", "text_key")
 
     def __init__(self, rec: RequestRecord) -> None:
         self.rec = rec
@@ -51,6 +51,8 @@ class StreamParser:
         self.done_at: float | None = None
         self.finish: str | None = None
         self.problem: str | None = None
+        self.blank_at: float | None = None
+        """When the first generated event came, blank or not (the first token of a blank answer)."""
 
     def feed(self, data: bytes, now: float) -> None:
         """Take one network read that arrived at `now` (seconds since t0)."""
@@ -80,6 +82,13 @@ class StreamParser:
         if self.buf.strip() and self.problem is None:
             block, self.buf = self.buf, b""
             self.event(block.strip(b"\n"), now)
+        self.settle()
+
+    def settle(self) -> None:
+        """The answer is over: one that was whitespace throughout takes its first generated event as
+        its first token of any kind (it did generate; it just never said anything)."""
+        if self.rec.first_token_any is None and self.blank_at is not None:
+            self.rec.first_token_any = self.blank_at
 
     def event(self, block: bytes, now: float) -> None:
         """Handle one complete event block."""
@@ -97,12 +106,13 @@ class StreamParser:
         if len(payload) < 16 and payload.strip() == b"[DONE]":
             self.done = True
             self.done_at = now
+            self.settle()
             return
         rec.chunks += 1
         try:
             # Decoding first is cheaper than letting json sniff the encoding of bytes.
             obj = _loads(payload.decode())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
             self.problem = f"malformed JSON in stream event: {excerpt(payload)}"
             return
         if type(obj) is not dict:
@@ -112,8 +122,13 @@ class StreamParser:
             self.problem = f"error event in stream: {excerpt(payload)}"
             return
         choices = obj.get("choices")
-        if choices and type(choices) is list:
-            self.choices(choices, now)
+        if choices is not None:
+            wrong = (f"choices is {_shown(choices)}, not a list" if type(choices) is not list
+                     else self.choices(choices, now))
+            if wrong is not None:
+                # The server's answer breaks the chunk schema: its protocol error, not the client's.
+                self.problem = f"the stream broke the chunk schema: {wrong}: {excerpt(payload)}"
+                return
         usage = obj.get("usage")
         if usage and type(usage) is dict:
             prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -121,39 +136,94 @@ class StreamParser:
                 rec.prompt_tokens = prompt
             if type(completion) is int:
                 rec.completion_tokens = completion
+            details = usage.get("completion_tokens_details")
+            if details and type(details) is dict and type(details.get("reasoning_tokens")) is int:
+                rec.reasoning_tokens = details["reasoning_tokens"]
         if rec.response_id is None:
             rid = obj.get("id")
             if type(rid) is str:
                 rec.response_id = rid
 
-    def choices(self, choices: list[Any], now: float) -> None:
-        """Tell content from reasoning, tool-call and role-only deltas; note the finish."""
+    def choices(self, choices: list[Any], now: float) -> str | None:
+        """Tell content from reasoning, tool-call and role-only deltas; note the finish.
+
+        Returns what breaks the chunk schema (a choice that is not an object, text that is not a
+        string, ...), or None. The first token of any kind is the first event with a character
+        that is not whitespace, of whatever kind.
+        """
         rec = self.rec
-        text = False
-        other = False
-        for choice in choices:
+        text = solid = other = False
+        key = self.text_key
+        for i, choice in enumerate(choices):
             if type(choice) is not dict:
-                continue
-            part = choice.get("delta") if self.text_key == "content" else choice
-            if part and type(part) is dict:
-                value = part.get(self.text_key)
-                if value:
-                    text = True
-                    rec.output_chars += len(value)
-                elif part.get("reasoning_content") or part.get("reasoning") or part.get("tool_calls"):
-                    other = True
+                return f"choices[{i}] is {_shown(choice)}, not an object"
+            where = f"choices[{i}].delta" if key == "content" else f"choices[{i}]"
+            part = choice.get("delta") if key == "content" else choice
+            if part is not None and type(part) is not dict:
+                return f"{where} is {_shown(part)}, not an object"
+            if part:
+                value = part.get(key)
+                if value is not None:
+                    if type(value) is not str:
+                        return f"{where}.{key} is {_shown(value)}, not a string"
+                    if value:
+                        text = True
+                        rec.output_chars += len(value)
+                        solid = solid or not value.isspace()
+                for name in ("reasoning_content", "reasoning"):
+                    thought = part.get(name)
+                    if thought is None:
+                        continue
+                    if type(thought) is not str:
+                        return f"{where}.{name} is {_shown(thought)}, not a string"
+                    if thought:
+                        other = True
+                        if not thought.isspace():
+                            solid = True
+                            rec.reasoning_events += 1
+                            break  # one event, even when it carries the text under both names
+                calls = part.get("tool_calls")
+                if calls is not None:
+                    if type(calls) is not list:
+                        return f"{where}.tool_calls is {_shown(calls)}, not a list"
+                    if calls:
+                        other = True
+                        solid = solid or any(_says_something(call) for call in calls)
             reason = choice.get("finish_reason")
-            if reason:
-                self.finish = str(reason)
+            if reason is not None:
+                if type(reason) is not str:
+                    return f"choices[{i}].finish_reason is {_shown(reason)}, not a string"
+                if reason:
+                    self.finish = reason
         if text:
             rec.content_events += 1
             rec.content_times.append(now)
             if rec.first_content is None:
                 rec.first_content = now
-                if rec.first_token_any is None:
-                    rec.first_token_any = now
             if self.content_read == rec.reads:
                 rec.coalesced += 1
             self.content_read = rec.reads
-        elif other and rec.first_token_any is None:
-            rec.first_token_any = now
+        if text or other:
+            if self.blank_at is None:
+                self.blank_at = now
+            if solid and rec.first_token_any is None:
+                rec.first_token_any = now
+        return None
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as an error detail names it: `7 (int)`."""
+    return f"{excerpt(json.dumps(value))[:60]} ({type(value).__name__})"
+
+
+def _says_something(call: Any) -> bool:
+    """A streamed tool-call fragment with a name or arguments that are not blank."""
+    if type(call) is not dict:
+        return True  # not blank, whatever it is; the load client does not judge tool-call shapes
+    function = call.get("function")
+    if type(function) is not dict:
+        return bool(function)
+    name, args = function.get("name"), function.get("arguments")
+    if name:
+        return True
+    return bool(args) and (type(args) is not str or not args.isspace())

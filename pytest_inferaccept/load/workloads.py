@@ -427,9 +427,17 @@ class SyntheticWorkload:
                 "seed": self.seed, "shared_prefix": self.shared_prefix}
 
 
-def default_workload() -> SyntheticWorkload:
-    """Short chat prompts (64 tokens), max_tokens 32."""
-    return SyntheticWorkload()
+DEFAULT_MAX_TOKENS = 32
+"""The default workload's max_tokens against a server that answers without reasoning first."""
+REASONING_MAX_TOKENS = 1024
+"""The default workload's max_tokens against a server seen to reason: max_tokens counts the
+reasoning tokens too, and 32 of them are spent before a reasoning model writes any content."""
+
+
+def default_workload(*, reasoning: bool = False) -> SyntheticWorkload:
+    """Short chat prompts (64 tokens), max_tokens 32; 1,024 for a server seen to reason, so that
+    its answers have room for content after the reasoning."""
+    return SyntheticWorkload(output=Fixed(REASONING_MAX_TOKENS if reasoning else DEFAULT_MAX_TOKENS))
 
 
 def realised(lengths: Sequence[int]) -> dict[str, int]:

@@ -39,6 +39,7 @@ from pytest_inferaccept.plugin.keys import (
     ACCEPTANCE_KEY,
     CAPABILITY_KEY,
     CAPACITY_KEY,
+    CORRECTNESS_KEY,
     EVIDENCE_KEY,
     FINISHED_KEY,
     LOAD_KEY,
@@ -184,6 +185,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.stash[ACCEPTANCE_KEY] = bool(caps.names or slo or fixtures & ACCEPTANCE_FIXTURES)
 
 
+def pytest_report_collectionfinish(config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+    """Under the header's session SLO: the SLO each collected test's own @slo marker gives."""
+    from pytest_inferaccept.plugin.summary import marker_slo_lines
+
+    marked = [(item.name, slo.to_json()) for item in items
+              if (slo := item.stash.get(SLO_KEY, None)) is not None]
+    return marker_slo_lines(marked)
+
+
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     """Count the acceptance checks -k, -m or --deselect left out: the verdict covers a subset."""
     if not items:
@@ -264,18 +274,21 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _judge_capacity(item: pytest.Item, scenarios: list[Any]) -> None:
-    """A failing capacity scenario fails the test; one that could not judge makes it INVALID."""
+    """A failing capacity scenario fails the test, with any undecided one listed beside it; one
+    that could not judge, with none failing, makes it INVALID."""
     from pytest_inferaccept.loadgen import SloJudgement
 
     invalid = [s for s in scenarios if s.status == "invalid"]
     failed = [s for s in scenarios if s.status == "fail"]
+    undecided = tuple(f"{s.kind} undecided (could not judge the server): {r}"
+                      for s in invalid for r in s.reasons)
+    if failed:
+        raise SloJudgement("capacity scenario failed",
+                           tuple(f"{s.kind}: {r}" for s in failed for r in s.reasons) + undecided)
     if invalid:
         lines = tuple(f"{s.kind}: {r}" for s in invalid for r in s.reasons)
         item.stash[EVIDENCE_KEY].mark_invalid("; ".join(lines))
         raise SloJudgement("INVALID: the capacity scenario could not judge the server", lines)
-    if failed:
-        raise SloJudgement("capacity scenario failed",
-                           tuple(f"{s.kind}: {r}" for s in failed for r in s.reasons))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -308,9 +321,16 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
         runs = item.stash.get(LOAD_KEY, [])
         if runs:
             payload["load"] = [r.to_json() for r in runs]
+            if report.passed:
+                # Hundreds of answered load requests exercise chat as surely as one check does; a
+                # failed load test is about its SLO, not the capability, so it names none.
+                payload["capabilities"] = _with_load_capabilities(payload["capabilities"], runs)
         scenarios = item.stash.get(CAPACITY_KEY, [])
         if scenarios:
             payload["capacity"] = [s.to_json() for s in scenarios]
+        correctness = item.stash.get(CORRECTNESS_KEY, None)
+        if correctness is not None:
+            payload["correctness"] = correctness
         if call.excinfo is not None and report.outcome == "failed":
             from pytest_inferaccept.http import bound_finding
             from pytest_inferaccept.loadgen import LoadInputError, SloJudgement
@@ -347,6 +367,15 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
         # junitxml writes the properties of the teardown report: the payload goes there as JSON.
         report.user_properties.append(("inferaccept_json", json.dumps(item.stash[_PAYLOAD_KEY],
                                                                       default=str)))
+
+
+def _with_load_capabilities(marked: list[str], runs: list[Any]) -> list[str]:
+    """The test's marker capabilities, then those its load runs' answers exercised."""
+    from pytest_inferaccept.capabilities import exercised_by_load
+
+    found = [name for r in runs for name in exercised_by_load(
+        r.run.spec.get("kind"), answered=r.summary.counts.ok, with_usage=r.summary.usage.with_usage)]
+    return list(dict.fromkeys([*marked, *found]))
 
 
 def _scrub_report(report: pytest.TestReport, scrubber: Any) -> None:

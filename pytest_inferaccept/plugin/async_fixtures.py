@@ -6,13 +6,14 @@ importing the plugin stays cheap and pytest-asyncio is loaded only where pytest 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pytest
 import pytest_asyncio
 
-from pytest_inferaccept.plugin.keys import SESSION_KEY
+from pytest_inferaccept.plugin.keys import ACCEPTANCE_KEY, EVIDENCE_KEY, SESSION_KEY
 from pytest_inferaccept.server import ServerUnderTest
 
 if TYPE_CHECKING:
@@ -30,3 +31,29 @@ async def async_openai_client(request: pytest.FixtureRequest,
                                                     asynchronous=True)
     yield client
     await client.close()
+
+
+OTHER_RUNNERS = ("anyio", "trio")
+"""Markers under which another plugin runs an async test (pytest-asyncio leaves those alone)."""
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An async acceptance test that nothing will run is a mistake in the test, not a server finding.
+
+    In strict mode pytest-asyncio runs only marked tests; pytest itself then fails the test telling
+    the user to install an async plugin, which is installed. Say what to change instead, and make
+    the test INVALID: it never asked the server anything.
+    """
+    function = getattr(item, "obj", None)
+    if not item.stash.get(ACCEPTANCE_KEY, False) or not (
+            inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function)):
+        return
+    if pytest_asyncio.is_async_test(item) or any(item.get_closest_marker(m) for m in OTHER_RUNNERS):
+        return
+    why = (f"{item.name} is an async def test that nothing runs: pytest-asyncio (installed) runs only "
+           "marked async tests in its default strict mode. Add @pytest.mark.asyncio to the test, or set "
+           "asyncio_mode = auto in the pytest configuration. It asked the server nothing.")
+    evidence = item.stash.get(EVIDENCE_KEY, None)
+    if evidence is not None:
+        evidence.mark_invalid(why)
+    pytest.fail(why, pytrace=False)

@@ -118,9 +118,14 @@ def loadgen(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest)
         launched = servers.processes[0].pid if servers.processes else servers.adopted_pid
     # Only the process that launched the server can restart it (an xdist worker only adopted it).
     restart = servers.restart_chat_server if inferaccept_server.launched and servers.processes else None
+
+    def reasons() -> bool:
+        # one chat request, once a session (the capability probe, shared with the matrix)
+        return session.capabilities.probe("reasoning").status == "supported"
+
     return LoadGen(server=inferaccept_server, settings=session.settings,
                    slo=marker or session.settings.load.slo, label=node.nodeid, ledger=ledger,
-                   launched_pid=launched, restart=restart)
+                   launched_pid=launched, restart=restart, reasons=reasons)
 
 
 SERVER_FIXTURES: frozenset[str] = frozenset({

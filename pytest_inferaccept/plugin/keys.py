@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,5 +25,7 @@ LOAD_KEY = pytest.StashKey[list["LoadResult"]]()
 """The load runs a test made through `loadgen` (judged when the test ends)."""
 CAPACITY_KEY = pytest.StashKey[list["CapacityResult"]]()
 """The capacity scenarios a test ran through `loadgen` (each judged as one scenario)."""
+CORRECTNESS_KEY = pytest.StashKey[dict[str, Any]]()
+"""The correctness suite's section (the known-answer set's answers and accuracy, plain JSON)."""
 FINISHED_KEY: pytest.StashKey[FinishedRun] = pytest.StashKey()
 """The finished run (document and verdict, built once at session finish) that every output reads."""

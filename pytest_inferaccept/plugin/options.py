@@ -54,6 +54,9 @@ OPTIONS: tuple[_Option, ...] = (
             "the largest answer (or streamed data) read from one request, in MB (default 16)"),
     _Option("connect_timeout", "--connect-timeout", "SECONDS",
             "connect timeout for one request (default 5)"),
+    _Option("stall_timeout", "--stall-timeout", "SECONDS",
+            "the longest a load request's stream may go without a byte once its headers are in before "
+            "it counts as stalled (default: the request timeout)"),
     _Option("json_path", "--inferaccept-json", "PATH", "write machine-readable results here"),
     _Option("status_policy", "--status-policy", "NAME",
             "how answers to bad input are judged: strict, standard (default), lenient"),
@@ -100,6 +103,14 @@ OPTIONS: tuple[_Option, ...] = (
             "what an answer that drifted from the baseline's means: warn (default) or fail"),
     _Option("answer_drift_threshold", "--answer-drift-threshold", "RATIO",
             "the least similarity (0-1) a changed answer may have to the baseline's (default 0.9)"),
+    _Option("correctness_set", "--correctness-set", "FILE",
+            "the known-answer set of the correctness suite: a team's JSONL file (default: the bundled "
+            "200 items; docs/correctness.md)"),
+    _Option("correctness_min", "--correctness-min", "FRACTION",
+            "the least accuracy on the known-answer set the team accepts, 0-1 (e.g. 0.8), judged on its "
+            "interval (default: reported, not judged)"),
+    _Option("correctness_tolerance", "--correctness-tolerance", "POINTS",
+            "how many accuracy points the known-answer set may lose against the baseline (default 5)"),
     _Option("reasoning_field", "--reasoning-field", "NAME",
             "the field your client reads reasoning text from: reasoning, reasoning_content or any "
             "(default any); a server that sends it only under the other name is a finding"),

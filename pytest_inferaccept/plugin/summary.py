@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -36,14 +37,25 @@ def lines(finished: FinishedRun) -> list[Line]:
         from pytest_inferaccept.compare.render import section_lines
 
         out += [(text, {tint: True} if tint else {}) for text, tint in section_lines(document["baseline"])]
+    out += correctness_lines(run)
+    if run is not None:
+        from pytest_inferaccept.report.words import slo_by_test
+
+        # Per test, as the markers gave it: the header's "none given for the run" is the session's.
+        out += [(f"SLO: {line}", {}) for line in slo_by_test(run)[:MAX_NAMED]]
     colour = {"GO": {"green": True}, "NO-GO": {"red": True}, "INVALID": {"yellow": True}}
     counts = ", ".join(f"{v} {k}" for k, v in sorted(verdict.counts.items()))
     out.append((f"VERDICT: {verdict.status}" + (f"  ({counts})" if counts else ""),
                 {"bold": True, **colour[verdict.status]}))
-    for reason in verdict.reasons[:MAX_REASONS]:
-        out.append((f"  - {reason.splitlines()[0][:300]}", {}))
-    if len(verdict.reasons) > MAX_REASONS:
-        out.append((f"  … and {len(verdict.reasons) - MAX_REASONS} more", {}))
+    told, grouped = reason_lines(run, verdict.reasons)
+    for text in told[:MAX_REASONS]:
+        out.append((f"  - {text}", {}))
+    if len(told) > MAX_REASONS:
+        out.append((f"  … and {len(told) - MAX_REASONS} more", {}))
+    if grouped:
+        plural = "s" if grouped != 1 else ""
+        out.append((f"  ({grouped} failed check{plural} in all, grouped above by what they found; pytest's "
+                    "short test summary and the report list each one)", {}))
     deselected = run.deselected if run is not None else None
     if deselected is not None and deselected.count:
         names = ", ".join(n.rsplit("::", 1)[-1] for n in deselected.examples[:MAX_NAMED])
@@ -65,6 +77,61 @@ def lines(finished: FinishedRun) -> list[Line]:
         out.append((f"outside the acceptance verdict: {', '.join(others[:MAX_REASONS])}"
                     + (f" … and {len(others) - MAX_REASONS} more" if len(others) > MAX_REASONS else ""),
                     {"red": True}))
+    return out
+
+
+def correctness_lines(run: RunDocument | None) -> list[Line]:
+    """One line for the known-answer set: accuracy with its interval, noise, and the paired verdict."""
+    found = next((t.correctness for t in run.tests if t.correctness is not None), None) if run else None
+    if run is None or found is None:
+        return []
+    acc = found.accuracy
+    text = (f"correctness: {acc.correct} of {acc.n} correct ({acc.correct / acc.n:.1%}, 95% CI "
+            f"{acc.low:.1%}–{acc.high:.1%}), {acc.unanswered} unanswered, self-flip rate "
+            f"{found.self_flip_rate:.1%}")
+    if found.floor is not None:
+        text += f"; floor {found.floor.floor:.0%}: {found.floor.status.replace('_', ' ')}"
+    paired = run.baseline.correctness if run.baseline is not None else None
+    if paired is not None:
+        words = {"pass": "GO", "fail": "NO-GO", "not_enough_data": "not enough data",
+                 "cannot_decide": "cannot decide", "not_compared": "not compared"}
+        text += f"; against the baseline: {words[paired.status]}"
+        if paired.drop is not None:
+            text += (f", drop {paired.drop * 100:+.1f} points ({(paired.low or 0) * 100:+.1f} to "
+                     f"{(paired.high or 0) * 100:+.1f})")
+    tint = {"red": True} if paired is not None and paired.status == "fail" else {}
+    return [(text, tint)]
+
+
+def reason_lines(run: RunDocument | None, reasons: list[str]) -> tuple[list[str], int]:
+    """The verdict's lines as the page's verdict box says them, and how many failed checks they group.
+
+    A NO-GO's failed checks are grouped into distinct findings, each with how many checks it stands
+    for (report.words.verdict_box, the page's own grouping).
+    """
+    if run is None:  # the document did not validate: the verdict's own reasons, one by one
+        return [reason.splitlines()[0][:300] for reason in reasons], 0
+    from pytest_inferaccept.report.words import verdict_box
+
+    box = verdict_box(run)
+    out: list[str] = []
+    for line in box.lines:
+        if isinstance(line, int):
+            out.append(run.verdict.reasons[line].splitlines()[0][:300])
+        else:
+            said = f"{line.title}: {line.seen}" if line.seen else line.title
+            out.append(f"{said[:300]} ({line.count_words()})")
+    findings = sum(not isinstance(line, int) for line in box.lines)
+    # Only where findings stand for more checks than they are lines is there a grouping to point out.
+    return out, len(box.failed) if len(box.failed) > findings else 0
+
+
+def marker_slo_lines(slos: Sequence[tuple[str, Mapping[str, float]]]) -> list[str]:
+    """After collection: the SLO each test's @slo marker gives ((test name, limits) per marked test)."""
+    out = [f"inferaccept: SLO of {name}: {', '.join(f'{k}={v:g}' for k, v in limits.items())} "
+           "(its @slo marker)" for name, limits in slos[:MAX_NAMED]]
+    if len(slos) > MAX_NAMED:
+        out.append(f"inferaccept: and {len(slos) - MAX_NAMED} more tests with an @slo marker")
     return out
 
 

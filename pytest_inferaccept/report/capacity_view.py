@@ -23,7 +23,9 @@ from pytest_inferaccept.report.units import fmt_number, fmt_value, status_class,
 
 CHECK_NAMES = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end latency drift",
                "memory_growth": "memory growth", "gpu_memory_growth": "GPU memory growth",
-               "errors": "error onset"}
+               "ttft_tail_drift": "TTFT tail drift (p95 / median)",
+               "e2e_tail_drift": "end-to-end tail drift (p95 / median)",
+               "errors": "error onset", "slo": "SLO over the whole soak", "slo_windows": "SLO per window"}
 EXPLANATION_WORDS = {"queueing": "queueing", "saturated": "saturated", "kv_cache_full": "KV cache full",
                      "errors_begin": "errors begin", "client_bound": "client-bound",
                      "latency_drift": "latency drift", "memory_growing": "memory growing",

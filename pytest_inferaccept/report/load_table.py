@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_inferaccept.model import ClientLoad, Estimate, LoadResult, RequestCounts, Spread
-from pytest_inferaccept.report.units import fmt_number, fmt_value, spec_label
+from pytest_inferaccept.report.units import cut_short, fmt_number, fmt_value, spec_label, workload_label
 from pytest_inferaccept.stats.summary import content_never_came
 
 Getter = Callable[[LoadResult], Any]
@@ -117,8 +117,27 @@ class Column:
         return fmt_value(self.unit_key, value) if self.unit_key else fmt_number(value)
 
 
-COLUMNS: tuple[Column, ...] = (
-    Column("requests", lambda run: _counts(run).measured),
+def _requests(run: LoadResult) -> int | str | None:
+    """Measured requests; 'measured of asked' where the run measured fewer than it asked for."""
+    measured, asked = _counts(run).measured, run.spec.requests
+    if measured is not None and asked is not None and measured < asked and cut_short(run):
+        return f"{measured} of {asked}"
+    return measured
+
+
+def _stopped(run: LoadResult) -> str | None:
+    """What ended a run that measured fewer requests than it asked for (None: it ran as asked)."""
+    if not cut_short(run):
+        return None
+    if run.stopped_by == "duration" and run.spec.duration is not None:
+        return f"its {fmt_number(run.spec.duration)} s limit"
+    if run.stopped_by == "max_seconds" and run.spec.max_seconds is not None:
+        return f"the {fmt_number(run.spec.max_seconds)} s safety limit"
+    return run.stopped_by
+
+
+RESULT_COLUMNS: tuple[Column, ...] = (
+    Column("requests", _requests),
     Column("failed", lambda run: _counts(run).failed),
     Column("error rate", lambda run: _estimate(run.summary.error_rate), "error_rate"),
     Column("TTFT p50", _latency("ttft", "p50"), "ttft_p50"),
@@ -131,6 +150,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("requests/s", lambda run: run.summary.request_rate_per_s),
     Column("goodput", lambda run: _estimate(run.summary.goodput.fraction if run.summary.goodput else None),
            "goodput_min"),
+)
+"""What the server did: counts, latencies, throughput (the first table, the one a reader compares)."""
+
+CONDITION_COLUMNS: tuple[Column, ...] = (
+    Column("stopped by", _stopped),
     Column("token counts from", lambda run: run.summary.usage.source if run.summary.usage else None),
     Column("prompt tokens p50 / p90 / p99", _lengths(lambda run: run.summary.prompt_tokens)),
     Column("output tokens p50 / p90 / p99", _lengths(lambda run: run.summary.output_tokens_per_request)),
@@ -138,6 +162,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("loop lag p99", _loop_lag_p99, "itl_p99"),
     Column("client CPU", lambda run: _total(run).cpu_utilisation, "error_rate"),
 )
+"""How the figures were made: the workload's realised lengths and the client's account of itself."""
+
+COLUMNS: tuple[Column, ...] = (*RESULT_COLUMNS, *CONDITION_COLUMNS)
 """Known columns, in the order they print (units borrowed from the SLO key that shares them)."""
 
 
@@ -157,9 +184,42 @@ def load_note(runs: list[LoadResult]) -> str:
     return TTFT_ANY_NOTE if any(_ttft_any_apart(run) is not None for run in runs) else ""
 
 
-def load_table(runs: list[LoadResult]) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-    """(column headings, rows) for a test's load runs."""
-    columns = [c for c in (*COLUMNS, *_flat_extras(runs)) if any(c.get(run) is not None for run in runs)]
-    headings = ("load", *(c.title for c in columns))
-    rows = tuple((spec_label(run.spec), *(c.cell(run) for c in columns)) for run in runs)
+Table = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
+"""(column headings, rows): the first column names each run's load."""
+
+
+def _table(runs: list[LoadResult], columns: tuple[Column, ...] | list[Column], *, workload: bool) -> Table:
+    shown = [c for c in columns if any(c.get(run) is not None for run in runs)]
+    headings = ("load", *(c.title for c in shown))
+    rows = tuple((spec_label(run.spec, workload=workload), *(c.cell(run) for c in shown)) for run in runs)
     return headings, rows
+
+
+def load_table(runs: list[LoadResult]) -> Table:
+    """(column headings, rows) for a test's load runs: every column in one table."""
+    return _table(runs, [*COLUMNS, *_flat_extras(runs)], workload=True)
+
+
+def shared_workload(runs: list[LoadResult]) -> str:
+    """The workload every run sent, in words; empty when they differ (each row then names its own)."""
+    said = {workload_label(run.spec) for run in runs}
+    return said.pop() if len(said) == 1 else ""
+
+
+@dataclass(frozen=True)
+class LoadTables:
+    """A test's load runs as two narrower tables that fit a page: what the server did, then how the
+    figures were made (workload lengths, the client's self-check); the workload named once above."""
+
+    workload: str
+    results: Table
+    conditions: Table
+
+
+def load_tables(runs: list[LoadResult]) -> LoadTables:
+    """The two tables of a test's load runs (the columns of `load_table`, split in two)."""
+    workload = shared_workload(runs)
+    return LoadTables(workload=workload,
+                      results=_table(runs, RESULT_COLUMNS, workload=not workload),
+                      conditions=_table(runs, [*CONDITION_COLUMNS, *_flat_extras(runs)],
+                                        workload=not workload))

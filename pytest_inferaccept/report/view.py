@@ -13,8 +13,9 @@ from pytest_inferaccept.expectations import check_id
 from pytest_inferaccept.model import AnswerConsistency, CheckResult, GatePolicy, RunDocument
 from pytest_inferaccept.report import words
 from pytest_inferaccept.report.capacity_view import ScenarioView, capacity_views
+from pytest_inferaccept.report.correctness_view import CorrectnessView, correctness_view
 from pytest_inferaccept.report.evidence_view import EvidenceView, evidence_view
-from pytest_inferaccept.report.load_table import load_note, load_table
+from pytest_inferaccept.report.load_table import load_note, load_tables
 from pytest_inferaccept.report.units import (
     fmt_limit,
     fmt_margin,
@@ -132,15 +133,25 @@ class SloRowView:
 
 
 @dataclass(frozen=True)
+class LoadTableView:
+    """One of a test's load tables: its caption, headings and a row per run."""
+
+    caption: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
 class LoadView:
-    """A test's load runs as one table: a row per run, a column per measured or self-check value."""
+    """A test's load runs: what the server did, then how the figures were made (two tables that fit)."""
 
     check: str
     href: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    tables: tuple[LoadTableView, ...]
+    workload: str = ""
+    """The workload every run sent, named once above the tables; empty when the runs differ."""
     note: str = ""
-    """A sentence under the table (why two TTFT figures), or empty."""
+    """A sentence under the tables (why two TTFT figures), or empty."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +237,8 @@ class Page:
     """With --all-models: the models the capability table has a column for; empty otherwise."""
     model_checks: tuple[ModelChecksView, ...] = ()
     """Each model's core checks, in `models` order (the table's first row)."""
+    correctness: CorrectnessView | None = None
+    """The known-answer set (the correctness suite); None when it did not run (no section is drawn)."""
 
 
 def anchor(nodeid: str) -> str:
@@ -295,14 +308,6 @@ def _reasons(doc: RunDocument, checks: dict[str, CheckView],
     return tuple(links)
 
 
-def _reason_check(reason: str, checks: dict[str, CheckView]) -> CheckView | None:
-    """The check a verdict reason is about ('<nodeid> failed: ...'), or None for any other reason."""
-    for nodeid, view in checks.items():
-        if reason.startswith((f"{nodeid} ", f"{nodeid}:")):
-            return view
-    return None
-
-
 def _finding_link(finding: words.Finding, checks: dict[str, CheckView]) -> Link:
     """A distinct finding as a line of the verdict box, linked to its cause or its first failed check."""
     if finding.cause is not None:
@@ -316,33 +321,11 @@ def _finding_link(finding: words.Finding, checks: dict[str, CheckView]) -> Link:
 
 def _box(doc: RunDocument, checks: dict[str, CheckView],
          links: tuple[Link, ...]) -> tuple[tuple[Link, ...], tuple[Link, ...]]:
-    """The verdict box's lines and, for a NO-GO, the failed checks they stand for, one by one.
-
-    A NO-GO's box says its distinct findings (words.findings, the answer's own grouping) where
-    the verdict lists a cause or a failed check; the verdict's other reasons (a finding of the
-    session itself, a regression since the baseline) keep their place around them.
-    """
-    if doc.verdict.status != "NO-GO":
-        return links, ()
-    found = words.findings(doc)
-    grouped = {nodeid for f in found if f.cause is None for nodeid in f.nodeids}
-    causes = {cause.summary for cause in doc.causes}
-    box: list[Link] = []
-    failed: list[Link] = []
-    told = False
-    for reason, link in zip(doc.verdict.reasons, links, strict=True):
-        view = _reason_check(reason, checks)
-        if reason not in causes and (view is None or view.nodeid not in grouped):
-            box.append(link)
-            continue
-        if view is not None:
-            failed.append(link)
-        if not told:
-            box += [_finding_link(f, checks) for f in found]
-            told = True
-    if not told:
-        box += [_finding_link(f, checks) for f in found]
-    return tuple(box), tuple(failed)
+    """The verdict box's lines (words.verdict_box, as the terminal says them) and, for a NO-GO, the
+    failed checks its findings stand for, one by one."""
+    box = words.verdict_box(doc)
+    lines = tuple(links[line] if isinstance(line, int) else _finding_link(line, checks) for line in box.lines)
+    return lines, tuple(links[index] for index in box.failed)
 
 
 def _models(doc: RunDocument) -> tuple[str, ...]:
@@ -412,9 +395,14 @@ def _suites(checks: list[CheckView]) -> tuple[SuiteView, ...]:
 
 
 def _load_table(test: CheckResult) -> LoadView:
-    columns, rows = load_table(test.load)
+    found = load_tables(test.load)
+    tables = [LoadTableView(caption="what the server did", columns=found.results[0], rows=found.results[1])]
+    if len(found.conditions[0]) > 1:  # a column besides the load itself
+        tables.append(LoadTableView(caption="how the figures were made: the workload's lengths and the "
+                                    "client's account of itself", columns=found.conditions[0],
+                                    rows=found.conditions[1]))
     return LoadView(check=words.short_name(test.nodeid), href=f"#{anchor(test.nodeid)}",
-                    columns=columns, rows=rows, note=load_note(test.load))
+                    tables=tuple(tables), workload=found.workload, note=load_note(test.load))
 
 
 def _load(doc: RunDocument) -> tuple[tuple[SloRowView, ...], tuple[LoadView, ...]]:
@@ -424,7 +412,7 @@ def _load(doc: RunDocument) -> tuple[tuple[SloRowView, ...], tuple[LoadView, ...
         if test.load:
             loads.append(_load_table(test))
         for run in test.load:
-            label = spec_label(run.spec)
+            label = spec_label(run.spec, workload=False)  # the load tables below name the workload
             name, href = words.short_name(test.nodeid), f"#{anchor(test.nodeid)}"
             for row in run.slo.rows if run.slo else []:
                 ci = (f"{fmt_value(row.key, row.ci_low)} – {fmt_value(row.key, row.ci_high)}"
@@ -461,12 +449,7 @@ def _version_summary(info: dict[str, object]) -> str:
 
 def _conditions(doc: RunDocument) -> tuple[tuple[str, str], ...]:
     c, s, server = doc.conditions, doc.conditions.settings, doc.server
-    slo_profile = sorted({f"{k} {fmt_limit(k, v)}" for t in doc.tests for k, v in (t.slo or {}).items()})
-    session_slo = (s.load.slo if s.load is not None else None) or {}
-    if session_slo and s.load is not None:
-        source = s.load.slo_source or "--slo"
-        slo_profile.insert(0, ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in session_slo.items())
-                           + f" (for load tests without a marker; from {source})")
+    slo_profile = words.slo_by_test(doc)
     rows: list[tuple[str, str]] = [
         ("server URL", strip_userinfo(server.base_url if server else (s.server_url or "none given"))),
         ("model", server.model if server else (s.model or "unknown")),
@@ -635,4 +618,5 @@ def build_page(doc: RunDocument) -> Page:
         failed_checks=failed_checks,
         models=_models(doc),
         model_checks=_model_checks(doc, checks),
+        correctness=correctness_view(doc),
     )

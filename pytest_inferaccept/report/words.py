@@ -23,7 +23,7 @@ from pytest_inferaccept.model import (
     SloRow,
 )
 from pytest_inferaccept.report.capacity_kinds import Sentences, kind_of, level_words
-from pytest_inferaccept.report.units import fmt_limit, fmt_value, spec_label, status_class
+from pytest_inferaccept.report.units import cut_short, fmt_limit, fmt_value, spec_label, status_class
 
 MAX_LISTED = 5
 _PERCENTILE_KEY = re.compile(r"^(ttft|e2e|itl|tpot)_(p\d+|mean|max)$")
@@ -71,6 +71,13 @@ def _row_phrase(row: SloRow) -> str:
 
 
 def _load_sentence(test: CheckResult, run: LoadResult) -> str:
+    """The run's answer against its SLO; where it measured fewer requests than asked, how many and why."""
+    said = _judged_sentence(test, run)
+    short = cut_short(run)
+    return f"{said} {short}" if short else said
+
+
+def _judged_sentence(test: CheckResult, run: LoadResult) -> str:
     where = f"at {spec_label(run.spec)} ({short_name(test.nodeid)})"
     if run.slo is None or not run.slo.rows:
         return f"Measured {where} without SLO limits: see the load table."
@@ -171,7 +178,8 @@ def findings(doc: RunDocument) -> list[Finding]:
     """
     grouped: dict[str, list[CheckResult]] = {}
     for test in doc.tests:
-        if test.outcome in ("failed", "error") and test.caused_by is None:
+        # A check flagged invalid could not judge the server: undecided, not a finding.
+        if test.outcome in ("failed", "error") and test.caused_by is None and not test.evidence.invalid:
             grouped.setdefault(finding_key(test), []).append(test)
     # Causes before symptoms: a server that stopped is one finding, whatever failed after it.
     out = [Finding(key=f"cause-{number}", title=first_line(cause.summary, 400), seen="",
@@ -197,6 +205,51 @@ def findings(doc: RunDocument) -> list[Finding]:
             out.append(Finding(key=what, title=title, seen=seen, line=f"{title}: {seen}", nodeids=ids,
                                unit=unit))
     return out
+
+
+def reason_check(reason: str, nodeids: Iterable[str]) -> str | None:
+    """The check a verdict reason is about ('<nodeid> failed: ...'), or None for any other reason."""
+    return next((n for n in nodeids if reason.startswith((f"{n} ", f"{n}:"))), None)
+
+
+@dataclass(frozen=True)
+class VerdictBox:
+    """The verdict's lines as every reader shows them: a NO-GO's failed checks grouped into findings."""
+
+    lines: tuple[int | Finding, ...]
+    """Each line: a verdict reason kept as it is (its index in `verdict.reasons`), or a finding."""
+    failed: tuple[int, ...] = ()
+    """The reasons (indices) that name a failed check one of the findings stands for."""
+
+
+def verdict_box(doc: RunDocument) -> VerdictBox:
+    """The verdict's lines: a NO-GO says its distinct findings (see `findings`) where the verdict lists
+    a cause or a failed check; its other reasons (a finding of the session itself, a regression since
+    the baseline) keep their place around them. Any other verdict keeps its reasons as they are.
+    """
+    reasons = doc.verdict.reasons
+    if doc.verdict.status != "NO-GO":
+        return VerdictBox(lines=tuple(range(len(reasons))))
+    found = findings(doc)
+    grouped = {nodeid for f in found if f.cause is None for nodeid in f.nodeids}
+    causes = {cause.summary for cause in doc.causes}
+    nodeids = [test.nodeid for test in doc.tests]
+    lines: list[int | Finding] = []
+    failed: list[int] = []
+    told = False
+    for index, reason in enumerate(reasons):
+        nodeid = reason_check(reason, nodeids)
+        if reason not in causes and (nodeid is None or nodeid not in grouped):
+            lines.append(index)
+            continue
+        if nodeid is not None:
+            failed.append(index)
+        if not told:
+            lines += found
+            told = True
+    if not told:
+        lines += found
+    return VerdictBox(lines=tuple(lines), failed=tuple(failed))
 
 
 def failures(doc: RunDocument) -> list[str]:
@@ -228,13 +281,18 @@ def answer(doc: RunDocument) -> list[str]:
         out.append(f"This run cannot decide: {reason}. Nothing on this page is a finding about the "
                    "server until that is fixed and the run repeated.")
     elif status == "NO-GO":
-        bad = [t for t in doc.tests if t.outcome in ("failed", "error")]
+        bad = [t for t in doc.tests if t.outcome in ("failed", "error") and not t.evidence.invalid]
         found = failures(doc)
         after = sum(explained(doc, t) for t in bad)
         aftermath = (f" ({after} of them only because the server had stopped answering)"
                      if after else "")
         out.append(f"Not ready: {len(bad)} of {judged} checks that ran to a result failed{aftermath}, "
                    f"{len(found)} distinct finding{'s' if len(found) != 1 else ''} (listed below).")
+        undecided = [t for t in doc.tests if t.evidence.invalid]
+        if undecided:
+            out.append(f"{len(undecided)} more check{'s' if len(undecided) != 1 else ''} could not judge the "
+                       f"server and decided nothing (first: {short_name(undecided[0].nodeid)}: "
+                       f"{first_line(undecided[0].evidence.invalid or '', 200)}).")
     else:
         out.append(f"Passed every acceptance check that ran ({judged} checks).")
     since = baseline_sentence(doc)
@@ -307,16 +365,26 @@ def limitations(doc: RunDocument) -> list[str]:
     if not runs and not capacity_scenarios(doc):
         out.append(NO_LOAD)
     out.extend(_capacity_limitations(doc))
+    cut: dict[str, list[tuple[str, str]]] = {}
     for test, run in runs:
         where = f"{short_name(test.nodeid)} at {spec_label(run.spec)}"
         for row in run.slo.rows if run.slo else []:
             if status_class(row.status) == "nodata":
                 needed = f", about {row.needed_n} needed" if row.needed_n else ""
                 out.append(f"Sample too small for {row.key} in {where}: n={row.n}{needed}.")
+        short = cut_short(run)
+        if short:
+            cut.setdefault(short_name(test.nodeid), []).append((spec_label(run.spec), short))
         reasons = _bottleneck(run.selfcheck)
-        if reasons:
-            out.append(f"Client-bound in {where}: {'; '.join(reasons)}. Those numbers describe the client, "
-                       "not the server.")
+        if reasons and run.selfcheck.client_check == "warn":
+            out.append(f"The client lagged in {where} (judged anyway, as --client-check warn asks): "
+                       f"{'; '.join(reasons)}.")
+        elif reasons:
+            said = "; ".join(reasons)
+            # The self-check's sentences end by saying whom the figures describe; an older one may not.
+            tail = ("" if "the client, not the server" in said
+                    else " Those numbers describe the client, not the server.")
+            out.append(f"Client-bound in {where}: {said}.{tail}")
         usage = run.summary.usage
         if usage is not None and usage.without_usage:
             note = usage.note or "output tokens were counted from the streamed content events instead"
@@ -324,6 +392,12 @@ def limitations(doc: RunDocument) -> list[str]:
         if run.slo and (run.slo.point_estimate or any(r.basis == "point_estimate" for r in run.slo.rows)):
             out.append(f"The SLOs in {where} were judged on the point estimate, not on its confidence "
                        "interval (as asked): a pass there is weaker evidence.")
+    for name, shorts in cut.items():
+        label, short = shorts[0]
+        which = (f"at {label}" if len(shorts) == 1 else f"{len(shorts)} load runs measured fewer requests "
+                 f"than they asked for; the first, at {label}")
+        out.append(f"In {name} {which}: {short[:1].lower()}{short[1:]} The figures describe those requests "
+                   "only.")
     gated = _skipped_for_capabilities(doc.tests)
     if gated:
         listed = [f"{name}: {count}" for name, count in sorted(gated.items())]
@@ -358,15 +432,15 @@ def limitations(doc: RunDocument) -> list[str]:
 
 
 def _bottleneck(selfcheck: LoadSelfcheck) -> list[str]:
-    """Why the client, not the server, limited a load run (the load engine's sentences)."""
-    given = selfcheck.model_extra or {}
-    for key in ("bottleneck_reasons", "reasons"):
-        found = given.get(key)
-        if isinstance(found, list) and found:
-            return [str(reason) for reason in found]
-    if selfcheck.client_bound:
-        return [str(given.get("reason") or "the client could not keep the asked load")]
-    return []
+    """Why the client, not the server, limited a load run: the self-check's own sentences.
+
+    The load test writes them to `selfcheck.client_bound` (stats.bottleneck_reasons over the
+    engine's account); a document that kept only whether it was client-bound says so.
+    """
+    bound = selfcheck.client_bound
+    if isinstance(bound, list):
+        return [str(reason) for reason in bound if str(reason).strip()]
+    return ["the results document records that the client limited the run, but not why"] if bound else []
 
 
 def _gated(test: CheckResult) -> bool:
@@ -388,6 +462,34 @@ def slo_of(doc: RunDocument, test: CheckResult) -> dict[str, float]:
     load = doc.conditions.settings.load
     session = load.slo if load is not None else None
     return {str(k): float(v) for k, v in (session or {}).items()}
+
+
+def slo_by_test(doc: RunDocument) -> list[str]:
+    """Which SLO judged which test: a marker's per test, the session's for the load tests without one.
+
+    'test_chat: ttft_p95 ≤ 800 ms, error_rate ≤ 5 % (its @slo marker)'; a load test without either
+    is named as measured, not judged. Tests sharing the same SLO and source are one line.
+    """
+    load = doc.conditions.settings.load
+    session = (load.slo if load is not None else None) or {}
+    source = (load.slo_source if load is not None else None) or "--slo"
+    lines: dict[str, list[str]] = {}
+    for test in doc.tests:
+        name = short_name(test.nodeid)
+        if test.slo:
+            said = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in test.slo.items()) + " (its @slo marker)"
+        elif not (test.load or test.capacity):
+            continue
+        elif session:
+            said = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in session.items()) + f" (from {source})"
+        else:
+            said = "none given (measured, not judged)"
+        lines.setdefault(said, []).append(name)
+    out = [f"{_series(names)}: {said}" for said, names in lines.items()]
+    if session and not any(f"(from {source})" in said for said in lines):
+        out.append(", ".join(f"{k} {fmt_limit(k, v)}" for k, v in session.items())
+                   + f" (from {source}, for load tests without a marker; none ran)")
+    return out
 
 
 def key_words(key: str) -> str:
@@ -485,10 +587,14 @@ def _soak_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScena
     if duration is not None and concurrency is not None:
         head = f"Over a {duration:g} s soak at {kind_of(scenario.kind).unit.amount(concurrency)}"
     calm = {"ttft_drift": "TTFT stable", "e2e_drift": "end-to-end latency stable",
+            "ttft_tail_drift": "TTFT tail stable", "e2e_tail_drift": "end-to-end tail stable",
             "memory_growth": "memory stable", "gpu_memory_growth": "GPU memory stable",
-            "errors": "no request failed"}
+            "errors": "no request failed", "slo": "the SLO met over the whole soak",
+            "slo_windows": "no window beyond the SLO"}
     what = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end drift", "memory_growth": "memory growth",
-            "gpu_memory_growth": "GPU memory growth", "errors": "errors"}
+            "ttft_tail_drift": "TTFT tail drift", "e2e_tail_drift": "end-to-end tail drift",
+            "gpu_memory_growth": "GPU memory growth", "errors": "errors",
+            "slo": "the SLO over the whole soak", "slo_windows": "the SLO per window"}
     parts: list[str] = []
     bad = False
     for name, check in scenario.findings.checks.items():
@@ -503,7 +609,10 @@ def _soak_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScena
         elif check.status == "not_measured":
             parts.append(f"{what.get(name, name)} not measured")
         elif check.status == "not_enough_data":
-            parts.append(f"{what.get(name, name)} not judged (too few windows)")
+            # the check's own words where it gave them (an error rate not yet shown within its
+            # limit is not "too few windows")
+            parts.append(f"{what.get(name, name)}: {answer}" if isinstance(answer, str) and answer
+                         else f"{what.get(name, name)} not judged (too few windows)")
         else:
             bad = True
             if isinstance(answer, str) and answer:

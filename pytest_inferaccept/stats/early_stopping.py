@@ -9,7 +9,9 @@ c = 0.99 and tolerance d = 0. At p99 that is 459 queries with none over the limi
 one, 2,010 with ten.
 
 Unlike the two-sided order-statistic interval the SLO verdict uses, this counts requests over
-a limit directly; it needs no latency values, only the count over the limit.
+a limit directly; it needs no latency values, only the count over the limit. An SLO that comes
+from an MLPerf-named profile (`EarlyStoppingSlo`, from slo_profile) has its tail percentiles
+judged by this rule.
 """
 
 from __future__ import annotations

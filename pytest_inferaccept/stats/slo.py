@@ -24,6 +24,9 @@ from pytest_inferaccept.stats.percentiles import (
     samples_to_settle_proportion,
     samples_to_settle_quantile,
 )
+from pytest_inferaccept.stats.plan import point_floor as point_floor
+from pytest_inferaccept.stats.plan import proportion_point_floor as proportion_point_floor
+from pytest_inferaccept.stats.plan import requests_to_pass as requests_to_pass
 from pytest_inferaccept.stats.summary import censored_answer_mean, censored_mean, meets, per_request_limits
 
 if TYPE_CHECKING:
@@ -31,6 +34,10 @@ if TYPE_CHECKING:
     from pytest_inferaccept.stats.summary import LoadSummary
 
 Status = Literal["pass", "fail", "not_enough_data"]
+CLIENT_CLOCKED: tuple[str, ...] = ("timeout", "stall", "cancelled")
+"""Failure classes the client's own clock decides (its watchdog, the run's own end): a client that ran
+late itself can cause them, so they are never the server's conclusive failures then
+(docs/statistics.md, "The verdict")."""
 Basis = Literal["interval", "point_estimate"]
 
 
@@ -53,7 +60,7 @@ class SloRow:
     needed_n: int | None
     """With not_enough_data: about how many measured requests would settle the row (None: unknown)."""
     min_n: int | None
-    """Latency rows: the statistic's own minimum sample (percentile table, 30 for a mean, 1 for a max),
+    """Latency rows: the statistic's own minimum sample (percentile table, 100 for a mean, 1 for a max),
     reported even where the SLO's min_samples replaces it."""
     message: str
     by_failures: bool = False
@@ -219,27 +226,6 @@ def _finite(x: float | None) -> float | None:
 
 # ----------------------------------------------------------------------------------- judging
 
-def point_floor(stat: str) -> int:
-    """Fewest samples on which a latency statistic is judged on its point estimate.
-
-    A percentile p needs 1 / (1 - p) samples before its estimate is more than the largest
-    value seen (p99: 100); a mean, MEAN_MIN_SAMPLES; a maximum, one.
-    """
-    if stat == "max":
-        return 1
-    if stat == "mean":
-        return MEAN_MIN_SAMPLES
-    return math.ceil(1 / (1 - PERCENTILE_LEVELS[stat]) - 1e-9)
-
-
-def proportion_point_floor(limit: float, *, minimum: bool) -> int:
-    """Fewest requests on which a rate limit is judged on its point estimate: enough that one
-    request more or less on the wrong side moves the estimate by no more than the limit's
-    distance from the end of the scale (error_rate 0.01: 100; goodput_min 0.95: 20)."""
-    room = 1.0 - limit if minimum else limit
-    return 1 if room <= 0 else math.ceil(1 / room - 1e-9)
-
-
 def _judge(est: Estimate, limit: float, *, minimum: bool, on_point: bool) -> Status:
     if on_point:
         good = est.value >= limit if minimum else est.value <= limit
@@ -277,6 +263,10 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
         gate, method = 1, "observed maximum (more requests can only raise it, so it has no upper bound)"
     elif lim.metric == "itl":
         # the answer is the unit: its gaps share its pace (docs/statistics.md)
+        if lim.stat == "mean":
+            # a mean is taken over the answers that finished: a failed one has no finite gap
+            answers = [own for own in answers if all(math.isfinite(gap) for gap in own)]
+            data = sorted(gap for own in answers for gap in own)
         n = len(answers)
         if lim.stat == "mean":
             est = censored_answer_mean(answers, conf) if n else None
@@ -286,6 +276,9 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
             gate = clustered_min_answers(PERCENTILE_LEVELS[lim.stat], conf)
             method = "order-statistic interval at the answers' effective sample size"
     elif lim.stat == "mean":
+        data = _successful_values(summary, lim.metric)
+        n = len(data)
+        censored = n - bisect_left(data, math.inf)  # answers whose content never came (ttft)
         est = censored_mean(data, conf) if n else None
         gate, method = MEAN_MIN_SAMPLES, "skew-corrected (Hall) interval of the mean"
     else:
@@ -296,11 +289,18 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
         gate = point_floor(lim.stat)
     on_point = on_point or lim.stat == "max"
     notes = []
-    if censored:
-        notes.append(f"{censored} failed, counted as slower than any limit")
-    if lim.metric == "ttft" and summary.counts.no_content:
-        notes.append(f"{summary.counts.no_content} answered without content (counted as failed here; "
-                     f"ttft_any_* counts their first token of any kind)")
+    failed = summary.counts.failed
+    # An answer without content is not a failed request: it is counted apart, in its own words.
+    empty = summary.counts.no_content if lim.metric == "ttft" else 0
+    if lim.stat == "mean" and failed:
+        judged = " and judged by error_rate" if slo.error_rate is not None else ""
+        notes.append(f"over the {n} {'answers' if lim.metric == 'itl' else 'requests'} that succeeded; "
+                     f"{failed} failed, left out here{judged}")
+    elif censored - empty:
+        notes.append(f"{censored - empty} failed, counted as slower than any limit")
+    if empty:
+        notes.append(f"{empty} answered without content, counted as slower than any limit "
+                     f"(ttft_any_* counts their first token of any kind)")
     if lim.stat == "max":
         notes.append("judged on the observed value")
     elif on_point:
@@ -315,8 +315,15 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
         return ev.row("fail", basis=basis, method=method, min_n=gate)
     if est is not None and lim.stat == "mean" and math.isinf(est.value):
         return ev.row("fail", basis=basis, method=method, min_n=gate,
-                      tail=" (a failed request is slower than any limit, so no finite mean holds it: "
-                           "judge failures with error_rate and latency with a percentile)")
+                      tail=" (an answer whose content never came is slower than any limit, so no finite "
+                           "mean holds it)")
+    if lim.stat == "mean" and failed and slo.error_rate is None:
+        # A mean over the successful requests says nothing of the failed ones, and this SLO names
+        # no error rate to judge them by: the row cannot be decided (docs/statistics.md, "Means").
+        return ev.row("not_enough_data", basis=basis, method=method, min_n=gate,
+                      tail=f", {failed} of {measured} measured requests failed, and a mean is judged over "
+                           f"the successful ones only beside an error_rate limit, which this SLO does not "
+                           f"name: add error_rate to it to judge the failures")
     if slo.min_samples is not None:
         enough, gate_requests = measured >= slo.min_samples and n > 0, slo.min_samples
         why = f"the SLO asks for at least {slo.min_samples} measured requests"
@@ -346,6 +353,25 @@ def _latency_row(summary: LoadSummary, lim: LatencyLimit, slo: SloSpec, conf: fl
     return ev.row(status, basis=basis, method=method, min_n=gate, needed_n=needed, tail=tail)
 
 
+_REQUEST_VALUE = {"ttft": "ttft", "ttft_any": "ttft_any", "tpot": "tpot", "e2e": "e2e"}
+"""The RequestLatency attribute that holds each metric a mean can be judged on (ITL aside)."""
+
+
+def _successful_values(summary: LoadSummary, metric: str) -> list[float]:
+    """A metric's values over the requests that succeeded, sorted; an answer without content has
+    an infinite (content) TTFT, since its content never came."""
+    values = []
+    for request in summary.samples.requests:
+        if not request.ok:
+            continue
+        value = getattr(request, _REQUEST_VALUE[metric])
+        if value is None and metric in ("ttft", "ttft_any"):
+            value = math.inf
+        if value is not None:
+            values.append(value)
+    return sorted(values)
+
+
 def _plan_latency(data: list[float], lim: LatencyLimit, conf: float, n: int, measured: int) -> int | None:
     """About how many measured requests would settle the row, if the distribution holds.
 
@@ -366,8 +392,50 @@ def _plan_latency(data: list[float], lim: LatencyLimit, conf: float, n: int, mea
     return None if samples is None else _requests_for(samples, n, measured)
 
 
+def failure_tolerance(slo: SloSpec) -> tuple[float, str]:
+    """The share of failed requests an SLO without `error_rate` tolerates, and why, in words.
+
+    A failed request is beyond every limit, whenever it failed: a percentile pN leaves room for
+    (100 - N)% of the requests beyond its limit (ttft_p95: 5%), a maximum for none. A mean, judged
+    over the successful requests, names no share; and no run passes with more than half of its
+    requests failed. The tightest of these applies (docs/statistics.md, "The verdict").
+    """
+    floor, key = 0.5, ""
+    for lim in slo.latency:
+        if lim.stat == "mean":
+            continue
+        share = 0.0 if lim.stat == "max" else round(1.0 - PERCENTILE_LEVELS[lim.stat], 12)
+        if share < floor:
+            floor, key = share, lim.key
+    if not key:
+        return floor, "the SLO names no error_rate, and no run passes with more than half its requests failed"
+    room = "none" if floor == 0 else f"{floor:.1%}".replace(".0%", "%")
+    return floor, (f"the SLO names no error_rate: a failed request is beyond every limit, and {key} "
+                   f"leaves room for {room} of the requests beyond its own")
+
+
+def _failures_decide_goodput(row: SloRow, summary: LoadSummary, conf: float) -> SloRow:
+    """A failing goodput row that the failed requests alone hold below its limit is decided by
+    failures: even were every successful request good, the fraction would stay below the limit."""
+    counts = summary.counts
+    if row.status != "fail" or not counts.failed or not counts.measured:
+        return row
+    if row.basis == "point_estimate":
+        alone = counts.ok / counts.measured < row.limit
+    else:
+        high = proportion_estimate(counts.ok, counts.measured, conf).high
+        alone = high is not None and high < row.limit
+    if not alone:
+        return row
+    from dataclasses import replace
+
+    return replace(row, by_failures=True, message=(
+        f"{row.message} ({counts.failed} of {counts.measured} failed: were every successful request "
+        f"good, goodput would still be below the limit)"))
+
+
 def _proportion_row(key: str, limit: float, k: int, n: int, *, minimum: bool, slo: SloSpec,
-                    conf: float, on_point: bool) -> SloRow:
+                    conf: float, on_point: bool, why: str = "") -> SloRow:
     est = proportion_estimate(k, n, conf) if n else None
     # a limit at the end of the scale (no failure at all, every request good) is never inside
     # an interval from a finite sample: it can only be judged on the count
@@ -376,6 +444,7 @@ def _proportion_row(key: str, limit: float, k: int, n: int, *, minimum: bool, sl
     note = ("a limit of 100% is judged on the count" if at_edge and minimum
             else "a limit of 0 is judged on the count" if at_edge
             else "judged on the point estimate" if on_point else "")
+    note = "; ".join(part for part in (why, note) if part)
     ev = _Evidence(key=key, limit=limit, unit=_PERCENT, estimate=est, n=n, confidence=conf,
                    minimum=minimum, note=note)
     basis: Basis = "point_estimate" if on_point else "interval"
@@ -434,31 +503,96 @@ def _min_samples_row(summary: LoadSummary, min_samples: int) -> SloRow:
                   needed_n=None if status == "pass" else min_samples, min_n=None, message=message)
 
 
-def _with_early_stopping(row: SloRow, summary: LoadSummary, lim: LatencyLimit) -> SloRow:
-    """The row with MLPerf's early-stopping reading of the same sample, for p90 and up."""
-    if lim.stat not in ("p90", "p95", "p99", "p999") or lim.metric == "itl":
+def _with_early_stopping(row: SloRow, summary: LoadSummary, lim: LatencyLimit, slo: SloSpec) -> SloRow:
+    """The row with MLPerf's early-stopping reading of the same sample, for p90 and up (ITL aside).
+
+    Under an MLPerf-named profile that reading decides the row (`_early_stopping_row`); under any
+    other SLO it is shown for reference beside the SLO's own rule.
+    """
+    from pytest_inferaccept.stats.plan import EARLY_STOPPING_TAILS
+
+    if lim.stat not in EARLY_STOPPING_TAILS or lim.metric == "itl" or not summary.samples.metrics[lim.metric]:
         return row
     from dataclasses import replace
 
-    from pytest_inferaccept.stats.early_stopping import early_stopping_min_queries, early_stopping_passes
+    from pytest_inferaccept.slo_profile import judged_by_early_stopping
+
+    if judged_by_early_stopping(slo):
+        return _early_stopping_row(row, summary, lim, slo)
+    return replace(row, early_stopping=_early_stopping_reading(summary.samples.metrics[lim.metric], lim))
+
+
+def _early_stopping_reading(data: list[float], lim: LatencyLimit) -> str:
+    """MLPerf's reading of a tail row's sample in a line: claimed, or how many it would need."""
+    from pytest_inferaccept.stats.early_stopping import early_stopping_min_queries
+    from pytest_inferaccept.stats.plan import over_limit
+
+    over = over_limit(data, lim.limit)
+    needed = early_stopping_min_queries(PERCENTILE_LEVELS[lim.stat], over)
+    return (f"MLPerf early stopping: {over} of {len(data)} over the limit, "
+            + (f"{lim.stat} claimed" if len(data) >= needed else
+               f"{lim.stat} not claimed (with {over} over it needs {needed} requests)"))
+
+
+def _early_stopping_row(row: SloRow, summary: LoadSummary, lim: LatencyLimit, slo: SloSpec) -> SloRow:
+    """The row judged by MLPerf's early-stopping rule, one-sided at 99% both ways.
+
+    The percentile is claimed (pass) when a server just missing it would show this few values
+    over the limit in at most 1% of runs, and refused (fail) when a server just meeting it would
+    show this many in at most 1%; between the two there is not enough data.
+    """
+    from dataclasses import replace
+
+    from pytest_inferaccept.stats.early_stopping import MLPERF_CONFIDENCE, early_stopping_min_queries
+    from pytest_inferaccept.stats.percentiles import binom_sf, quantile
+    from pytest_inferaccept.stats.plan import CountRule, over_limit, samples_to_claim
 
     data = summary.samples.metrics[lim.metric]
-    if not data:
-        return row
-    p = PERCENTILE_LEVELS[lim.stat]
-    over = len(data) - bisect_right(data, lim.limit)
+    p, n, measured = PERCENTILE_LEVELS[lim.stat], len(data), summary.counts.measured
+    over, failed = over_limit(data, lim.limit), len(data) - bisect_left(data, math.inf)
+    tail, least = 1.0 - MLPERF_CONFIDENCE, early_stopping_min_queries(p, 0)
     needed = early_stopping_min_queries(p, over)
-    met = early_stopping_passes(p, len(data), over)
-    text = (f"MLPerf early stopping: {over} of {len(data)} over the limit, "
-            + (f"{lim.stat} claimed" if met else
-               f"{lim.stat} not claimed (with {over} over it needs {needed} requests)"))
-    return replace(row, early_stopping=text)
+    short = slo.min_samples is not None and measured < slo.min_samples
+    refused = over > 0 and binom_sf(over, n, 1.0 - p) <= tail
+    status: Status = "fail" if refused else "pass" if n >= needed and not short else "not_enough_data"
+    rule = "MLPerf's early stopping (one-sided 99%"
+    needed_n: int | None = None
+    if status == "pass":
+        words = f" by {rule}: with {over} over, {lim.stat} is claimed from {needed})"
+    elif status == "fail":
+        words = (f" by {rule}: a server meeting {lim.stat} shows {over} or more of {n} over the limit "
+                 f"in under 1% of runs)")
+    else:
+        samples = samples_to_claim(CountRule(allowed=1.0 - p, tail=tail, least=least), over / n)
+        if samples is not None:
+            needed_n = max(_requests_for(samples, n, measured), measured + 1, slo.min_samples or 0)
+        elif short:
+            needed_n = slo.min_samples
+        what = "answers with two tokens or more" if lim.metric == "tpot" else "measured requests"
+        asks = f" the SLO asks for at least {slo.min_samples} measured requests;" if short else ""
+        settle = (f"run about {needed_n} measured requests (now {measured})" if needed_n is not None
+                  else "the share over the limit is at or above what it allows, so more requests may not "
+                       "settle it")
+        words = (f" by {rule}):{asks} with {over} of {n} over the limit {lim.stat} is claimed from {needed} "
+                 f"{what}; {settle}")
+    value = quantile(data, p)
+    unit = _latency_unit(lim.limit, value if math.isfinite(value) else None)
+    ev = _Evidence(key=lim.key, limit=lim.limit, unit=unit,
+                   estimate=Estimate(value=value, low=None, high=None, n=n), n=n, minimum=False,
+                   confidence=MLPERF_CONFIDENCE, show_interval=False,
+                   note=f"{over} of {n} over the limit" + (f", {failed} of them failed" if failed else ""))
+    return replace(row, status=status, basis="interval", needed_n=needed_n, min_n=least,
+                   method="MLPerf early stopping: one-sided 99% binomial test of the count over the limit",
+                   by_failures=status == "fail" and binom_sf(failed, n, 1.0 - p) <= tail,
+                   early_stopping=_early_stopping_reading(data, lim),
+                   message=ev.message(status, words))
 
 
 def evaluate(summary: LoadSummary, slo: SloSpec, *, confidence: float = 0.95,
              point_estimate: bool = False) -> SloEvaluation:
     """Judge every limit of the SLO against one run's summary."""
-    rows = [_with_early_stopping(_latency_row(summary, lim, slo, confidence, point_estimate), summary, lim)
+    rows = [_with_early_stopping(_latency_row(summary, lim, slo, confidence, point_estimate), summary, lim,
+                                 slo)
             for lim in slo.latency]
     counts = summary.counts
     if slo.error_rate is not None:
@@ -473,8 +607,16 @@ def evaluate(summary: LoadSummary, slo: SloSpec, *, confidence: float = 0.95,
     if slo.goodput_min is not None:
         limits = per_request_limits(slo)
         good = sum(1 for r in summary.samples.requests if meets(r, limits))
-        rows.append(_proportion_row("goodput_min", slo.goodput_min, good, len(summary.samples.requests),
-                                    minimum=True, slo=slo, conf=confidence, on_point=point_estimate))
+        rows.append(_failures_decide_goodput(
+            _proportion_row("goodput_min", slo.goodput_min, good, len(summary.samples.requests),
+                            minimum=True, slo=slo, conf=confidence, on_point=point_estimate),
+            summary, confidence))
+    if slo.error_rate is None and counts.failed:
+        floor, why = failure_tolerance(slo)
+        implicit = _proportion_row("error_rate", floor, counts.failed, counts.measured, minimum=False,
+                                   slo=slo, conf=confidence, on_point=point_estimate, why=why)
+        if implicit.status == "fail":  # a floor that can only fail: it asks no run size of its own
+            rows.append(implicit)
     if slo.min_samples is not None:
         rows.append(_min_samples_row(summary, slo.min_samples))
     return SloEvaluation(status=overall([row.status for row in rows]), rows=tuple(rows),
@@ -488,44 +630,3 @@ def evaluate_runs(summaries: Sequence[LoadSummary], slo: SloSpec, *, confidence:
                  for s in summaries)
     status = overall([run.status for run in runs]) if runs else "not_enough_data"
     return RunsEvaluation(status=status, runs=runs)
-
-
-# ---------------------------------------------------------------------------------- planning
-
-def requests_to_pass(slo: SloSpec, *, confidence: float = 0.95, point_estimate: bool = False,
-                     tokens_per_answer: int = 2) -> tuple[int, str]:
-    """The fewest measured requests on which every limit of the SLO could pass, and which limit
-    sets that number (as the limit's key): what a perfect server still needs to show.
-
-    Percentiles need their order-statistic minimum (p99: 368 at 95%); an error rate L needs n
-    with 1 - a**(1/n) <= L (1%: 368); goodput g needs a**(1/n) >= g; a mean, 30. ITL counts
-    answers with `tokens_per_answer - 1` gaps each. In point mode the floors of `point_floor`.
-    """
-    a = (1.0 - confidence) / 2.0
-    needs: list[tuple[int, str]] = []
-    for lim in slo.latency:
-        if lim.stat == "max":
-            n = 1
-        elif point_estimate:
-            n = point_floor(lim.stat)
-        elif lim.stat == "mean":
-            n = MEAN_MIN_SAMPLES
-        else:
-            n = min_sample_size(PERCENTILE_LEVELS[lim.stat], confidence)
-        if lim.metric == "itl":
-            n = math.ceil(n / max(1, tokens_per_answer - 1))
-        needs.append((n, lim.key))
-    rates = (("error_rate", slo.error_rate, False), ("goodput_min", slo.goodput_min, True))
-    for key, limit, minimum in rates:
-        if limit is None:
-            continue
-        room = 1.0 - limit if minimum else limit
-        if point_estimate or room <= 0 or room >= 1:
-            n = proportion_point_floor(limit, minimum=minimum) if room > 0 else 1
-        else:
-            # no failure at all must still put the interval's far end inside the limit
-            n = math.ceil(math.log(a) / math.log(1.0 - room) - 1e-9)
-        needs.append((n, key))
-    if slo.min_samples is not None:
-        needs.append((slo.min_samples, "min_samples"))
-    return max(needs, default=(1, ""))

@@ -142,12 +142,18 @@ class UsageSummary:
     """Requests with usage whose completion_tokens differ from the content events counted."""
     mean_ratio: float | None
     """Mean of completion_tokens / content_events over requests with usage and events."""
+    tpot_basis: dict[str, int] = field(default_factory=dict)
+    """Successful requests with a TPOT, per count it divides by: `usage`, `usage_streamed` (usage less
+    the reasoning tokens the server reported but never streamed) or `content_events`."""
+    hidden_reasoning: int = 0
+    """Successful requests whose usage reported reasoning tokens the stream never carried."""
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
         return {"with_usage": self.with_usage, "without_usage": self.without_usage,
                 "source": self.source, "note": self.note, "mismatched": self.mismatched,
-                "mean_ratio": self.mean_ratio}
+                "mean_ratio": self.mean_ratio, "tpot_basis": dict(self.tpot_basis),
+                "hidden_reasoning": self.hidden_reasoning}
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,13 +177,16 @@ class Goodput:
     fraction: Estimate | None
     per_s: float | None
     limits: dict[str, float]
-    """The per-request limit applied to each metric (the smallest limit the SLO sets on it)."""
+    """The per-request limit applied to each metric, in seconds: the goodput_*_ms keys where the SLO
+    gives any, else the smallest limit the SLO sets on each metric."""
+    source: Literal["goodput_keys", "latency_limits"] = "latency_limits"
+    """Where the limits came from: vLLM-style goodput_*_ms keys, or the SLO's latency limits."""
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
         return {"good": self.good, "measured": self.measured,
                 "fraction": None if self.fraction is None else self.fraction.to_json(),
-                "per_s": self.per_s, "limits": dict(self.limits)}
+                "per_s": self.per_s, "limits": dict(self.limits), "source": self.source}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -264,7 +273,8 @@ def censored_mean(data: Sequence[float], confidence: float = 0.95) -> Estimate:
     """The mean with its skew-corrected interval; with a failed request among the values it is infinite.
 
     A failure counts as slower than any limit, so no finite mean holds it: the estimate is
-    infinite with no interval (a mean limit then fails; docs/statistics.md).
+    infinite with no interval (a `*_mean` limit is judged over the successful requests instead,
+    beside an error rate; docs/statistics.md).
     """
     if data and data[-1] == CENSORED:
         return Estimate(value=CENSORED, low=CENSORED, high=None, n=len(data))
@@ -312,7 +322,11 @@ def summarize_metric(values: Iterable[float], confidence: float = 0.95) -> Metri
 
 
 def per_request_limits(slo: SloSpec) -> dict[str, float]:
-    """The per-request limit goodput applies per metric: the smallest limit the SLO sets on it."""
+    """The per-request limit goodput applies per metric, in seconds: the goodput_*_ms keys (vLLM's
+    --goodput ttft/tpot/e2el) when the SLO gives any, else the smallest limit it sets on each metric."""
+    given = slo.goodput_limits()
+    if given:
+        return given
     limits: dict[str, float] = {}
     for lim in slo.latency:
         limits[lim.metric] = min(lim.limit, limits.get(lim.metric, math.inf))
@@ -351,6 +365,7 @@ def goodput(requests: tuple[RequestLatency, ...], slo: SloSpec, duration_s: floa
         fraction=proportion_estimate(good, n, confidence) if n else None,
         per_s=good / duration_s if duration_s else None,
         limits=limits,
+        source="goodput_keys" if slo.goodput_limits() else "latency_limits",
     )
 
 
@@ -364,12 +379,26 @@ def _usage(ok: list[RequestRecord]) -> UsageSummary:
         note = (f"the server sent no usage for {without} of {len(ok)} successful requests; their "
                 "output tokens are the content events the client counted (an event may carry "
                 "more than one token, so counts and TPOT may be off for those requests)")
+    hidden = [r for r in with_usage if r.hidden_reasoning_tokens]
+    if hidden:
+        spent = sum(r.hidden_reasoning_tokens for r in hidden)
+        note = "; ".join(filter(None, (note, (
+            f"{len(hidden)} of {len(ok)} successful requests reported {spent} reasoning tokens in all "
+            "(usage.completion_tokens_details.reasoning_tokens) that the stream never carried; their "
+            "TPOT divides the streamed span by the streamed tokens only (usage less those reasoning "
+            "tokens), and their reasoning time is in the time to the first token"))))
+    basis: dict[str, int] = {}
+    for r in ok:
+        b = r.tpot_basis()
+        if b is not None:
+            basis[b] = basis.get(b, 0) + 1
     mismatched = sum(1 for r in with_usage if r.completion_tokens != r.content_events)
     ratios = [r.completion_tokens / r.content_events for r in with_usage
               if r.completion_tokens is not None and r.content_events > 0]
     return UsageSummary(with_usage=len(with_usage), without_usage=without, source=source, note=note,
                         mismatched=mismatched,
-                        mean_ratio=math.fsum(ratios) / len(ratios) if ratios else None)
+                        mean_ratio=math.fsum(ratios) / len(ratios) if ratios else None,
+                        tpot_basis=basis, hidden_reasoning=len(hidden))
 
 
 def _latency(r: RequestRecord, gaps: list[float]) -> RequestLatency:

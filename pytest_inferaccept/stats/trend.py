@@ -139,15 +139,31 @@ class Trend:
         }
 
 
-def windows(points: Sequence[tuple[float, float]], width_s: float) -> list[tuple[float, float]]:
-    """(window centre, median value) per window of `width_s` seconds; empty windows are skipped."""
+def windows(points: Sequence[tuple[float, float]], width_s: float, *, level: float = 0.5,
+            least: int = 1) -> list[tuple[float, float]]:
+    """(window centre, median value) per window of `width_s` seconds; windows with fewer than `least`
+    points are skipped (empty ones always).
+
+    With `level` other than 0.5, the window's `level`-quantile instead of its median (the tail of a
+    latency: 0.95 gives each window's p95, interpolated between its order statistics)."""
     if not points:
         return []
     t0 = min(t for t, _ in points)
     groups: dict[int, list[float]] = {}
     for t, v in points:
         groups.setdefault(int((t - t0) // width_s), []).append(v)
-    return [(t0 + (k + 0.5) * width_s, median(vs)) for k, vs in sorted(groups.items())]
+    kept = [(k, vs) for k, vs in sorted(groups.items()) if len(vs) >= least]
+    if level == 0.5:
+        return [(t0 + (k + 0.5) * width_s, median(vs)) for k, vs in kept]
+    return [(t0 + (k + 0.5) * width_s, _quantile(sorted(vs), level)) for k, vs in kept]
+
+
+def _quantile(ordered: Sequence[float], level: float) -> float:
+    """The `level`-quantile of sorted values, linear between order statistics (as the percentiles are)."""
+    h = (len(ordered) - 1) * level
+    lo = math.floor(h)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo])
 
 
 def blocks(points: Sequence[tuple[float, float]], count: int) -> list[tuple[float, float]]:
