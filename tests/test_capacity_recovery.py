@@ -282,3 +282,59 @@ def test_without_an_answer_before_the_kill_the_rate_after_the_restart_stands_in(
     assert found["request_rate_per_s"] == pytest.approx(10 / 1.05, rel=0.05), found
     served = f"at the {found['request_rate_per_s']:.1f} requests/s this level served after the restart, "
     assert served in result.headline, result.headline
+
+
+def test_the_loads_own_garbage_collection_does_not_hold_up_the_kill() -> None:
+    # The engine collects garbage as its measured phase starts. In a large test process on a busy
+    # machine that full collection held the interpreter for up to 2.3 s: the load had not begun
+    # and the kill timer could not run, so the kill came late and before any answer. The process's
+    # objects are frozen out of the collector before the timer starts, and thawed after.
+    import gc
+
+    from pytest_inferaccept.capacity.recovery import recovery
+
+    heap = [[i] for i in range(500_000)]  # a large test process: half a million tracked objects
+    t = time.perf_counter()
+    gc.collect()
+    full = time.perf_counter() - t
+    seen: dict[str, Any] = {}
+
+    def measure(tag: str, **kwargs: Any) -> Any:
+        seen["frozen_at_start"] = gc.get_freeze_count()
+        t = time.perf_counter()
+        gc.collect()  # what the engine does before its first measured send
+        seen["pause"] = time.perf_counter() - t
+        seen["ready"].wait(5)
+        return _stub_result([(0.0, 0.1, None), (0.2, 0.3, None)], seen["t0"])
+
+    def kill() -> dict[str, Any]:
+        seen["frozen_at_kill"] = gc.get_freeze_count()
+        now = time.monotonic()
+        seen["ready"].set()
+        return {"killed_at": now, "ready_at": now, "ready_s": 0.0, "pid_killed": 1, "pid": 2, "error": None}
+
+    seen["ready"], seen["t0"] = threading.Event(), time.monotonic()
+    result = recovery(measure, lambda: (True, "HTTP 200"), kill, concurrency=1, duration=10.0,
+                      kill_after=0.05, request_timeout=5.0, label="gc")
+    assert result.status == "pass", result.reasons
+    assert seen["frozen_at_start"] >= len(heap) and seen["frozen_at_kill"] >= len(heap), seen
+    assert gc.get_freeze_count() == 0  # thawed: the test process collects as before
+    # Only what is new is walked: a fraction of the full collection (same machine, same moment).
+    assert seen["pause"] < full / 4, (seen["pause"], full)
+    del heap
+
+
+def _stub_result(records: list[tuple[float, float, Any]], t0: float) -> Any:
+    """A LoadResult over (send, end, error) seconds since `t0`, as `measure` returns it."""
+    from pytest_inferaccept.load import LoadRun
+    from pytest_inferaccept.load.records import RequestRecord
+    from pytest_inferaccept.loadgen import LoadResult, client_check
+    from pytest_inferaccept.stats import summarize
+
+    recs = [RequestRecord(index=i, send=send, end=end, error=error, status=None if error else 200)
+            for i, (send, end, error) in enumerate(records)]
+    run = LoadRun(spec={}, records=recs, window=(0.0, 10.0), server_metrics={}, stopped_by="duration",
+                  selfcheck={"per_worker": [{"worker": 0, "t0": t0}], "total": {}})
+    run.selfcheck = client_check(run)
+    return LoadResult(label="recovery", run=run, summary=summarize(recs, run.window), slo=None,
+                      evaluation=None)

@@ -127,7 +127,9 @@ def test_an_open_loop_sends_at_the_asked_rate_on_time() -> None:
     assert 60 <= len(recs) <= 130  # Poisson count over 1.5 s at 60/s: 90 +- 3 sigma
     assert check["achieved_rate"] == pytest.approx(check["scheduled_rate"], rel=0.1)
     assert check["achieved_rate"] == pytest.approx(60, rel=0.35)
-    assert check["schedule_lag"]["p50"] < 0.005
+    # On time means as punctual as the sender's own event loop: a loaded machine wakes every sleep
+    # late (loop lag p50 6 ms beside four CPU hogs on 2 cores), and the sends with it.
+    assert check["schedule_lag"]["p50"] < 0.005 + check["loop_lag"]["p50"], check
     assert check["schedule_lag"]["n"] == len(recs)
     sends = sorted(r.send for r in recs)
     gap_mean = statistics.fmean(b - a for a, b in pairwise(sends))
@@ -140,7 +142,11 @@ def test_an_open_loop_does_not_drift_when_sleeps_wake_late() -> None:
                                 workload=TINY, seed=5))
     lags = [r.send - r.scheduled for r in measured(run) if r.scheduled is not None]
     assert len(lags) == 40
-    assert statistics.median(lags[-10:]) < 0.005  # the last requests are as punctual as the first
+    # The last requests are as punctual as the first: no later than the sender's own event loop
+    # wakes at worst (its p99; ten sends are a quarter of a second, within one starved stretch of
+    # a loaded machine), where a schedule that drifts falls further behind with every request.
+    loop_lag = run.selfcheck["total"]["loop_lag"]["p99"]
+    assert statistics.median(lags[-10:]) < 0.005 + loop_lag, (lags, loop_lag)
 
 
 def test_a_trace_is_replayed_at_its_recorded_arrival_times(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pytest_inferaccept.run.load import LoadResult
 from pytest_inferaccept.stats import bottleneck_reasons, evaluate, summarize
 from pytest_inferaccept.verdict import decide
 from tests._processes import fake_process
+from tests._stubs import NullSampler
 
 _fake = fake_process
 
@@ -76,21 +77,6 @@ def _result(records: list[RequestRecord], slo: SloSpec | None, *, loop_lag_p99: 
 def _slo(**limits: float) -> SloSpec:
     return parse_slo((), limits)
 
-
-class _Sampler:
-    """A telemetry sampler that samples nothing (the ladder's steps are made up)."""
-
-    def __enter__(self) -> _Sampler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def now(self) -> float:
-        return 0.0
-
-    def peaks(self, since: float = 0.0, until: float = 0.0) -> dict[str, float]:
-        return {}
 
     def absent(self) -> list[str]:
         return []
@@ -233,7 +219,7 @@ def test_a_ladder_whose_first_level_fails_by_failures_fails_although_the_client_
     def step(level: float) -> LoadResult:
         return _result(records, slo, loop_lag_p99=0.08)
 
-    found = climb("ladder", label="t", levels=[1, 2], run_step=step, sampler=_Sampler(), slo=slo,  # type: ignore[arg-type]
+    found = climb("ladder", label="t", levels=[1, 2], run_step=step, sampler=NullSampler(), slo=slo,  # type: ignore[arg-type]
                   breaker_errors=0.5, breaker_latency_s=30.0, min_level=None, params={}, say=lambda _: None)
     assert found.status == "fail", found.reasons
     assert found.reasons[0].startswith("does not meet the SLOs at c=1, by failed requests alone: ")
@@ -249,7 +235,7 @@ def test_a_required_ladder_level_that_fails_by_failures_is_not_hidden_by_an_unde
     def step(level: float) -> LoadResult:
         return _result(clean if level == 1 else broken, slo)
 
-    found = climb("ladder", label="t", levels=[1, 2, 4], run_step=step, sampler=_Sampler(), slo=slo,  # type: ignore[arg-type]
+    found = climb("ladder", label="t", levels=[1, 2, 4], run_step=step, sampler=NullSampler(), slo=slo,  # type: ignore[arg-type]
                   breaker_errors=0.5, breaker_latency_s=30.0, min_level=4, params={}, say=lambda _: None)
     assert found.status == "fail", found.reasons
     assert found.reasons[0].startswith("does not meet the SLOs at c=2, by failed requests alone")

@@ -2,7 +2,10 @@
 
 A server that prefills long prompts in one piece makes the short ones behind them wait; the p95
 ratio (mixed / alone) comes with an exact interval, judged only against a `max_ratio` the test
-gives (docs/capacity.md). Nothing here imports pytest.
+gives (docs/capacity.md). A short request that failed before its first token counts as slower
+than any limit, as in every latency figure: a server whose delayed short requests time out must
+not read better than one that answers them late. A failing step (most requests failed) fails the
+scenario whatever the ratio. Nothing here imports pytest.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.capacity.effects import client_limited, fresh_seed, measured_ok, pct, ratio, ttft
+from pytest_inferaccept.capacity.failures import describe
 from pytest_inferaccept.capacity.scenarios import (
     CapacityResult,
     Judgement,
@@ -25,9 +29,44 @@ from pytest_inferaccept.capacity.scenarios import (
 )
 from pytest_inferaccept.load.compound import MixedWorkload
 from pytest_inferaccept.load.workloads import Fixed, SyntheticWorkload
+from pytest_inferaccept.stats.summary import CENSORED
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
+    from pytest_inferaccept.load.records import RequestRecord
+    from pytest_inferaccept.run.load import LoadResult
+    from pytest_inferaccept.stats.quantile_ratio import QuantileRatio
+
+ABOVE_ANY = "slower than any limit"
+"""How a figure that falls on failed requests reads."""
+
+
+def short_sample(result: LoadResult) -> tuple[list[RequestRecord], list[float]]:
+    """A step's measured short requests and their TTFTs, one that never got its first token
+    (failed or empty) as CENSORED; the client's own faults are no measurement of the server."""
+    short = [r for r in result.records if not r.warmup and "short" in r.tags and not r.harness_error]
+    return short, [CENSORED if r.ttft is None else r.ttft for r in short]
+
+
+def _censored_pct(values: list[float], p: float) -> tuple[float | None, bool]:
+    """The `p` quantile of a censored sample as (value, censored): (None, True) when it falls on a
+    failed request, (None, False) without any value."""
+    found = pct(values, p)
+    return (None, True) if found == CENSORED else (found, False)
+
+
+def _seen(row: dict[str, Any], stat: str) -> str:
+    """'120 ms', or what a censored figure means in words."""
+    if row[f"short_ttft_{stat}_censored"]:
+        return ABOVE_ANY
+    return ms(row[f"short_ttft_{stat}"])
+
+
+def _times(value: float | None, *, digits: int = 1) -> str:
+    """'×2.4'; '×∞' where the mixed figure falls on failed requests; 'unknown' without one."""
+    if value == CENSORED:
+        return "×∞"
+    return f"×{value:.{digits}f}" if value is not None else "unknown"
 
 
 def interference(
@@ -51,7 +90,9 @@ def interference(
 
     The p95 ratio (mixed / alone) comes with an exact bootstrap interval (`stats.quantile_ratio`):
     with `max_ratio` the scenario fails only when the interval's low end is above it, passes when
-    its high end is at or below it, and is INVALID ("not enough data") when it straddles it.
+    its high end is at or below it, and is INVALID ("not enough data") when it straddles it. A
+    short request without a first token counts as slower than any limit in both; a step whose
+    requests conclusively mostly failed fails the scenario (capacity/failures.py).
     """
     from pytest_inferaccept.stats.quantile_ratio import quantile_ratio
 
@@ -78,12 +119,25 @@ def interference(
                 workload=MixedWorkload(short=short_wl, long=long_wl, long_share=share),
             )
             row = step_row(concurrency, result, sampler.peaks(t0, sampler.now()))
+            sent, sample = short_sample(result)
             short = measured_ok(result, "short")
-            short_ttfts.append([r.ttft for r in short if r.ttft is not None])
+            short_ttfts.append(sample)
+            p50, p50_censored = _censored_pct(sample, 0.5)
+            p95, p95_censored = _censored_pct(sample, 0.95)
+            # What the short requests without a first token were: failures by kind, or empty answers.
+            missing = [r for r in sent if r.ttft is None]
+            kinds = dict(describe(missing)["kinds"])
+            if empty := sum(1 for r in missing if r.ok):
+                kinds["answered without content"] = empty
             longs = [r for r in result.records if not r.warmup and "long" in r.tags]
             row.update({
-                "step": name, "long_share": share, "short_answered": len(short),
-                "short_ttft_p50": ttft(short, 0.5), "short_ttft_p95": ttft(short, 0.95),
+                "step": name, "long_share": share, "short_measured": len(sent),
+                "short_answered": len(short), "short_failed": len(missing), "short_failure_kinds": kinds,
+                # Judged: a short request without its first token is slower than any limit.
+                "short_ttft_p50": p50, "short_ttft_p50_censored": p50_censored,
+                "short_ttft_p95": p95, "short_ttft_p95_censored": p95_censored,
+                # Descriptive, over the answered short requests only.
+                "short_ttft_p50_answered": ttft(short, 0.5), "short_ttft_p95_answered": ttft(short, 0.95),
                 "long_sent": len(longs), "long_failed": sum(1 for r in longs if not r.ok),
                 "long_ttft_p50": ttft([r for r in longs if r.ok], 0.5),
                 "long_prompt_tokens_p50": pct([r.prompt_tokens for r in longs if r.ok], 0.5),
@@ -91,56 +145,61 @@ def interference(
             rows.append(row)
             say(
                 f"inferaccept: interference {name} (c={concurrency}, {share:.0%} long): "
-                f"short TTFT p50 {ms(row['short_ttft_p50'])}, p95 {ms(row['short_ttft_p95'])}"
+                f"short TTFT p50 {_seen(row, 'p50')}, p95 {_seen(row, 'p95')}"
+                + (f" ({_failed_shorts(row)})" if row["short_failed"] else "")
                 + (f"; long TTFT p50 {ms(row['long_ttft_p50'])}" if longs else "")
             )
     alone, mixed = rows
-    r50 = ratio(mixed["short_ttft_p50"], alone["short_ttft_p50"])
-    r95 = ratio(mixed["short_ttft_p95"], alone["short_ttft_p95"])
+    r50 = _censored_ratio(mixed, alone, "p50")
+    r95 = _censored_ratio(mixed, alone, "p95")
     interval = quantile_ratio(short_ttfts[1], short_ttfts[0], p=0.95, confidence=0.95)
     lo, hi = interval.low, interval.high
-    between = (f"95% interval ×{lo:.2f}–×{hi:.2f}" if lo is not None and hi is not None
+    between = (f"95% interval ×{lo:.2f}–×{hi:.2f}" if lo is not None and hi is not None and lo != CENSORED
+               else "95% interval wholly ×∞" if lo == CENSORED
                else f"95% interval from ×{lo:.2f}, no upper end" if lo is not None else "no interval")
     mix = f"{long_share:.0%} long prompts ({long_tokens} tokens)"
-    notes = []
+    notes = [f"{r['step']} step: {_failed_shorts(r)}, each counted as {ABOVE_ANY}" for r in rows
+             if r["short_failed"]]
     if mixed["long_failed"]:
         notes.append(f"{mixed['long_failed']} of {mixed['long_sent']} long prompts ({long_tokens} tokens) "
                      "failed: the mix did not load the server as asked" + error_statuses(mixed))
     explanations = [{"kind": "interference", "level": concurrency,
-                     "text": f"long prompts delay short ones: TTFT p95 ×{r95:.1f}",
-                     "evidence": {"ratio_p95": r95, "ratio_p50": r50, "threshold": threshold}}
+                     "text": f"long prompts delay short ones: TTFT p95 {_times(r95)}"
+                             + (" (it falls on failed short requests)" if r95 == CENSORED else ""),
+                     "evidence": {"ratio_p95": _finite(r95), "ratio_p50": _finite(r50),
+                                  "threshold": threshold}}
                     ] if r95 is not None and r95 > threshold else []
     all_long_failed = bool(mixed["long_sent"]) and mixed["long_failed"] == mixed["long_sent"]
+    unanswered = [r for r in rows if not r["short_answered"]]
+    # A step whose requests mostly failed measured a broken server, not its interference.
+    bad = next((r for r in rows if r["failing"]), None)
+    failing = f"the {bad['step']} step failed: {bad['failure_text']}" if bad is not None else ""
     judged: list[Judgement] = []
     if all_long_failed:
         judged.append(("invalid", f"every long prompt ({long_tokens} tokens) failed{error_statuses(mixed)}, "
                                   "so the mix never loaded the server: lower long_tokens or give "
                                   "--context-window"))
-    elif r95 is None or r50 is None:
-        empty = [r["step"] for r in rows if not r["short_answered"]]
-        judged.append(("fail", f"no short request was answered in the {' and '.join(empty)} step"
-                               + "".join(error_statuses(r) for r in rows if not r["short_answered"])))
+    elif unanswered:
+        judged.append(("fail", f"no short request was answered in the "
+                               f"{' and '.join(r['step'] for r in unanswered)} step"
+                               + "".join(f" ({_failed_shorts(r)})" for r in unanswered)))
     elif max_ratio is not None:
-        verdict = interval.judge(max_ratio)
-        measured = (f"({ms(alone['short_ttft_p95'])} alone over {interval.n_denominator} short requests, "
-                    f"{ms(mixed['short_ttft_p95'])} with {mix} over {interval.n_numerator})")
-        if verdict == "fail":
-            judged.append(("fail", f"long prompts raise short prompts' TTFT p95 ×{r95:.1f} ({between}), all "
-                                   f"of it above the ×{max_ratio:g} allowed {measured}"))
-        elif verdict == "not_enough_data":
-            judged.append(("invalid", f"not enough data: short prompts' TTFT p95 ratio ×{r95:.2f} "
-                                      f"({between}) straddles the ×{max_ratio:g} allowed {measured}; more "
-                                      f"requests per step (now {requests}) narrow the interval"))
-    if r95 is None or r50 is None:
-        headline = f"short prompts' TTFT could not be compared alone and with {mix} at c={concurrency}"
+        judged += _judge_limit(interval, max_ratio, alone, mixed, r95=r95, between=between, mix=mix,
+                               requests=requests)
+    if unanswered or r95 is None or r50 is None:
+        why = (f"the alone step's short TTFT p95 falls on failed requests ({_failed_shorts(alone)})"
+               if alone["short_ttft_p95_censored"] else "")
+        headline = (f"short prompts' TTFT could not be compared alone and with {mix} at c={concurrency}"
+                    + (f": {why}" if why and not unanswered else ""))
     else:
-        said = (f"long prompts delay short ones: TTFT p95 ×{r95:.1f} ({between})" if r95 > threshold
+        said = (f"long prompts delay short ones: TTFT p95 {_times(r95)} ({between})" if r95 > threshold
                 else f"TTFT p95 ×{r95:.1f} ({between}): below the ×{threshold:g} that counts as "
                      "interference")
         headline = (
-            f"short prompts' TTFT p95 {ms(alone['short_ttft_p95'])} alone, {ms(mixed['short_ttft_p95'])} "
-            f"with {mix} at c={concurrency} (p50 {ms(alone['short_ttft_p50'])} → "
-            f"{ms(mixed['short_ttft_p50'])}, ×{r50:.1f}); {said}"
+            f"short prompts' TTFT p95 {_seen(alone, 'p95')} alone, {_seen(mixed, 'p95')} "
+            f"with {mix} at c={concurrency} (p50 {_seen(alone, 'p50')} → "
+            f"{_seen(mixed, 'p50')}, {_times(r50)}); {said}"
+            + (f"; {_failed_shorts(mixed)} with the long prompts mixed in" if mixed["short_failed"] else "")
         )
     if all_long_failed:
         headline += f"; but every long prompt failed{error_statuses(mixed)}"
@@ -153,15 +212,70 @@ def interference(
                 "threshold": threshold, "max_ratio": max_ratio, "max_seconds_per_step": duration,
                 "seed": base},
         headline=headline,
+        failing=failing,
         bound=client_limited(rows),
         judged=judged,
         findings={
             "short_ttft_p50_alone": alone["short_ttft_p50"], "short_ttft_p95_alone": alone["short_ttft_p95"],
             "short_ttft_p50_mixed": mixed["short_ttft_p50"], "short_ttft_p95_mixed": mixed["short_ttft_p95"],
-            "ratio_p50": r50, "ratio_p95": r95, "ratio_p95_low": lo, "ratio_p95_high": hi,
+            "short_failed_alone": alone["short_failed"], "short_failed_mixed": mixed["short_failed"],
+            "short_ttft_p95_mixed_censored": mixed["short_ttft_p95_censored"],
+            "short_ttft_p95_alone_censored": alone["short_ttft_p95_censored"],
+            "ratio_p50": _finite(r50), "ratio_p95": _finite(r95),
+            "ratio_p95_above_any_limit": r95 == CENSORED,
+            "ratio_p95_low": _finite(lo), "ratio_p95_high": hi,
             "ratio_p95_interval": interval.to_json(),
         },
         explanations=explanations,
         telemetry=sampler.to_json(),
         notes=[*notes, *not_measured(sampler)],
     )
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or math.isinf(x) else x
+
+
+def _failed_shorts(row: dict[str, Any]) -> str:
+    """'3 of 24 short requests never got their first token (timeout ×3)'."""
+    kinds = ", ".join(f"{k} ×{n}" for k, n in (row.get("short_failure_kinds") or {}).items())
+    return (f"{row['short_failed']} of {row['short_measured']} short requests never got their first token"
+            + (f" ({kinds})" if kinds else ""))
+
+
+def _censored_ratio(mixed: dict[str, Any], alone: dict[str, Any], stat: str) -> float | None:
+    """mixed / alone of one censored figure: infinite when only the mixed one falls on failed
+    requests, None when the alone one does (unknown) or either is missing."""
+    if alone[f"short_ttft_{stat}_censored"]:
+        return None
+    if mixed[f"short_ttft_{stat}_censored"]:
+        return CENSORED if alone[f"short_ttft_{stat}"] is not None else None
+    return ratio(mixed[f"short_ttft_{stat}"], alone[f"short_ttft_{stat}"])
+
+
+def _judge_limit(interval: QuantileRatio, max_ratio: float, alone: dict[str, Any], mixed: dict[str, Any], *,
+                 r95: float | None, between: str, mix: str, requests: int) -> list[Judgement]:
+    """The p95 ratio against `max_ratio`, on its interval: a fail, an undecided, or nothing (a pass)."""
+    verdict = interval.judge(max_ratio)
+    measured = (f"({_seen(alone, 'p95')} alone over {interval.n_denominator} short requests, "
+                f"{_seen(mixed, 'p95')} with {mix} over {interval.n_numerator})")
+    failures = "; ".join(f"{_failed_shorts(r)} {r['step']}" for r in (alone, mixed) if r["short_failed"])
+    if verdict == "fail" and r95 == CENSORED:
+        return [("fail", f"long prompts raise short prompts' TTFT p95 {_times(r95)} ({between}), above the "
+                         f"×{max_ratio:g} allowed: with {mix} it falls on failed requests "
+                         f"({_failed_shorts(mixed)}, each counted as {ABOVE_ANY}), against "
+                         f"{_seen(alone, 'p95')} alone over {interval.n_denominator} short requests")]
+    if verdict == "fail":
+        return [("fail", f"long prompts raise short prompts' TTFT p95 {_times(r95)} ({between}), all of it "
+                         f"above the ×{max_ratio:g} allowed {measured}"
+                         + (f"; {failures}" if failures else ""))]
+    if verdict == "pass":
+        return []
+    if alone["short_ttft_p95_censored"] or interval.censored_denominator:
+        return [("invalid", f"not enough data: short prompts' TTFT p95 alone is not known well enough to "
+                            f"compare against the ×{max_ratio:g} allowed ({between}) {measured}: "
+                            f"{_failed_shorts(alone)} without any long prompt, each counted as {ABOVE_ANY}")]
+    shown = _times(r95, digits=2)
+    return [("invalid", f"not enough data: short prompts' TTFT p95 ratio {shown} ({between}) straddles "
+                        f"the ×{max_ratio:g} allowed {measured}; more requests per step (now {requests}) "
+                        "narrow the interval" + (f"; {failures}" if failures else ""))]

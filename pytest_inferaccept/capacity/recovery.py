@@ -17,6 +17,7 @@ They are kept, named `client_attempts_refused`.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import Counter
@@ -102,6 +103,12 @@ def recovery(
     # machine): imported before the timer starts, the kill lands `kill_after` s into the load itself.
     import pytest_inferaccept.load.schedules  # noqa: F401
 
+    # Likewise the engine's full garbage collection as its measured phase starts: over a large test
+    # process on a busy machine it held the interpreter for up to 2.3 s, so the load had not begun
+    # and the timer thread could not run; the kill landed late, before any answer. Collected and
+    # frozen here first, the engine's own collection only walks what is new (milliseconds).
+    gc.collect()
+    gc.freeze()
     say(f"inferaccept: recovery: a {duration:g} s load at c={concurrency}; the server is killed "
         f"{kill_after:g} s into it and started again")
     timer = threading.Timer(kill_after, kill_and_restart)
@@ -113,6 +120,7 @@ def recovery(
         result = measure("recovery", concurrency=concurrency, duration=duration, warmup=0,
                          workload=workload)
     finally:
+        gc.unfreeze()  # the engine unfreezes when its measured phase ends; not when it failed before
         timer.cancel()  # the load ended before the kill (or raised): no kill
         timer.join()  # a restart under way finishes (it is bounded by the ready timeout)
     return _judge(result, box, started=started, concurrency=concurrency, duration=duration,
