@@ -194,7 +194,8 @@ def test_a_load_run_the_plugin_writes_is_typed_through_and_read_by_attribute(
     assert first.summary.latency("ttft") is not None and first.summary.latency("ttft_any_token") is not None
     assert second.selfcheck.total is not None and len(second.selfcheck.workers) == 2
     assert second.selfcheck.engine is not None and len(second.selfcheck.engine.per_worker) == 2
-    assert first.selfcheck.client_bound == []
+    # typed through as sentences (a loaded machine may make the client's own loop late)
+    assert all(isinstance(reason, str) and reason for reason in first.selfcheck.client_bound)
     runs = load_runs(load(document))
     assert list(runs) == ["test_two_loads.py::test_two_loads [run 1]",
                           "test_two_loads.py::test_two_loads [test_two_loads.py::test_two_loads#2]"]
