@@ -119,13 +119,13 @@ class LoadGen:
         self._say = self.ledger.say
         self._launched_pid = launched_pid
         self._restart = restart
+        """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
         self._reasons = reasons
         """Whether the server is seen to reason (the session's probe); None: not known, not asked."""
         self.reasoning_note = ""
         """Why the last default workload asked for more max_tokens than its default."""
         self._default_chat = False
         """The last spec's workload is the default chat workload (sized for reasoning where seen)."""
-        """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
         self.results: list[LoadResult] = self.ledger.runs
         self._from_knee: dict[str, Any] = {}
         """Soak bases derived from a ladder's knee, with that knee (its certainty travels along)."""
@@ -224,6 +224,7 @@ class LoadGen:
         with what its size and time bound mean for its SLO; a run too small for the SLO stops here,
         before anything is sent (LoadInputError, the test INVALID). Returns the spec to run (the
         default workload sized for a reasoning server, asked only once the run is not refused)."""
+        plan = None
         if self.slo is not None and spec.mode != "replay":
             from pytest_inferaccept.stats.plan import plan_run
 
@@ -235,10 +236,7 @@ class LoadGen:
                 raise LoadInputError(f"the load was not started: {refusal}")
         spec = self._for_reasoning(spec)
         notes = [note for note in (self.sized, self.reasoning_note) if note]
-        if self.slo is not None and spec.mode != "replay":
-            from pytest_inferaccept.stats.plan import plan_run
-
-            plan = plan_run(self.slo, point_estimate=self.settings.load.judge_on_point)
+        if plan is not None:
             if spec.requests is not None and not self.sized:
                 notes.append(plan.power_words(spec.requests))
             bound = plan.time_words(spec.requests, spec.duration, spec.rate,
@@ -767,7 +765,7 @@ def _account(result: LoadResult) -> _Account:
 
 def _late_workers(result: LoadResult) -> dict[int, str]:
     """The worker processes whose own clock ran late (event loop, schedule, CPU), with how."""
-    from pytest_inferaccept.stats.selfcheck import SelfCheck, Thresholds
+    from pytest_inferaccept.stats.selfcheck import SelfCheck, Thresholds, lateness
 
     try:
         check = SelfCheck.from_json(result.run.selfcheck)
@@ -778,13 +776,10 @@ def _late_workers(result: LoadResult) -> dict[int, str]:
     workers = {r.worker for r in result.records}
     out: dict[int, str] = {}
     for load in loads:
-        loop, sched, cpu = load.loop_lag_s, load.schedule_lag_s, load.cpu_utilisation
-        why = (f"the client's event loop ran {loop.p99 * 1000:.0f} ms late at p99"
-               if loop is not None and loop.p99 > th.loop_lag_p99_s else
-               f"the client sent requests {sched.p99 * 1000:.0f} ms late at p99"
-               if sched is not None and sched.p99 > th.schedule_lag_p99_s else
-               f"the client used {cpu:.0%} of a CPU core" if cpu is not None and cpu > th.cpu_utilisation
-               else "")
+        late = lateness(load, th)  # the self-check's own thresholds, so both say the same of a worker
+        why = (f"the client's event loop ran {late['loop'] * 1000:.0f} ms late at p99" if "loop" in late else
+               f"the client sent requests {late['schedule'] * 1000:.0f} ms late at p99" if "schedule" in late
+               else f"the client used {late['cpu']:.0%} of a CPU core" if "cpu" in late else "")
         if why:
             # The total speaks for every worker; a listed worker for its own requests.
             out.update({w: why for w in workers} if load.worker is None else {load.worker: why})
@@ -806,7 +801,7 @@ def _beyond(k: int, n: int, limit: float, *, on_point: bool, conf: float) -> boo
 
 def _still_server_failure(row: SloRow, result: LoadResult, acc: _Account) -> bool:
     """Does a row decided by failures stay decided once the client's own timeouts are set aside?"""
-    from pytest_inferaccept.stats.percentiles import PERCENTILE_LEVELS
+    from pytest_inferaccept.stats.slo import room_beyond
 
     stat = row.key.rsplit("_", 1)[-1]
     if not acc.excused or stat == "mean":  # a mean fails by failures only on answers without content
@@ -818,8 +813,7 @@ def _still_server_failure(row: SloRow, result: LoadResult, acc: _Account) -> boo
         # good share is below L exactly when that of the rest is above 1 - L.)
         rest = counts.measured - counts.ok - acc.excused
         return _beyond(rest, counts.measured, round(1.0 - row.limit, 12), on_point=on_point, conf=conf)
-    share = (row.limit if row.key == "error_rate" else 0.0 if stat == "max"
-             else round(1.0 - PERCENTILE_LEVELS.get(stat, 1.0), 12))
+    share = row.limit if row.key == "error_rate" else room_beyond(stat)
     return _beyond(acc.failed, counts.measured, share, on_point=on_point, conf=conf)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from pytest_inferaccept.stats.percentiles import binom_sf, proportion_interval
+from pytest_inferaccept.stats.percentiles import binom_sf, proportion_interval, smallest_settling
 
 Rule = Literal["real-drop", "beyond-tolerance"]
 Status = Literal["pass", "fail", "not_enough_data", "cannot_decide"]
@@ -193,18 +193,9 @@ def items_to_decide(b: int, c: int, n: int, tolerance: float, alpha: float, rule
     def decides(m: int) -> bool:
         return _decide(round(b * m / n), round(c * m / n), m, tolerance, alpha, rule) != "not_enough_data"
 
-    low, high = n, n
-    while not decides(high):
-        low, high = high, high * 2
-        if high > ceiling:
-            return None
-    while high - low > 1:  # the rounded counts make this nearly, not exactly, monotone
-        mid = (low + high) // 2
-        if decides(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    # doubling from n, then bisecting (the rounded counts make this nearly, not exactly, monotone)
+    found = smallest_settling(decides, n, ceiling)
+    return None if found is None or found > ceiling else found
 
 
 def paired_gate(before: Sequence[bool], after: Sequence[bool], *, tolerance: float = 0.05,

@@ -287,7 +287,7 @@ def first_true(holds: Callable[[int], bool], low: int, high: int) -> int:
     return high
 
 
-def _smallest_settling(settles: Callable[[int], bool], start: int, ceiling: int) -> int | None:
+def smallest_settling(settles: Callable[[int], bool], start: int, ceiling: int) -> int | None:
     """The smallest n >= start/2 for which `settles(n)` holds (doubling from `start`, then
     bisecting), or None past `ceiling`. The condition is monotone up to rank rounding."""
     n = start
@@ -315,7 +315,7 @@ def samples_to_settle_quantile(p: float, q: float, confidence: float = 0.95,
             return upper is not None and upper <= expected_below
         return lower is not None and lower > expected_below
 
-    return _smallest_settling(settles, min_sample_size(p, confidence), ceiling)
+    return smallest_settling(settles, min_sample_size(p, confidence), ceiling)
 
 
 def samples_to_settle_proportion(rate: float, limit: float, confidence: float = 0.95,
@@ -334,7 +334,7 @@ def samples_to_settle_proportion(rate: float, limit: float, confidence: float = 
         k = round(rate * n)
         return binom_cdf(k, n, limit) <= a if rate < limit else binom_sf(k, n, limit) <= a
 
-    return _smallest_settling(settles, 1, ceiling)
+    return smallest_settling(settles, 1, ceiling)
 
 
 def samples_to_settle_mean(mean: float, sd: float, limit: float, confidence: float = 0.95) -> int | None:

@@ -158,24 +158,36 @@ def _pace_reasons(load: ClientLoad, mode: Mode, th: Thresholds, who: str) -> lis
     return out
 
 
-def _process_reasons(load: ClientLoad, th: Thresholds, who: str) -> list[str]:
-    out = []
-    lag = load.schedule_lag_s
-    if lag is not None and lag.p99 > th.schedule_lag_p99_s:
-        out.append(f"{who}sent requests {_ms(lag.p99)} late at p99 (max {_ms(lag.max)}; limit "
-                   f"{_ms(th.schedule_lag_p99_s)}): the server saw less load than the schedule asked "
-                   f"for; {_AFTERWORD}")
-    lag = load.loop_lag_s
-    if lag is not None and lag.p99 > th.loop_lag_p99_s:
-        out.append(f"{who}event loop ran {_ms(lag.p99)} late at p99 (max {_ms(lag.max)}; limit "
-                   f"{_ms(th.loop_lag_p99_s)}): time stamps carry that delay, so latencies are "
-                   f"overstated; {_AFTERWORD}")
+def lateness(load: ClientLoad, th: Thresholds) -> dict[Literal["schedule", "loop", "cpu"], float]:
+    """What ran late in one client process, beyond its threshold: the schedule lag's and the event
+    loop's p99 (seconds) and the CPU share; empty when the process kept time."""
+    out: dict[Literal["schedule", "loop", "cpu"], float] = {}
+    if load.schedule_lag_s is not None and load.schedule_lag_s.p99 > th.schedule_lag_p99_s:
+        out["schedule"] = load.schedule_lag_s.p99
+    if load.loop_lag_s is not None and load.loop_lag_s.p99 > th.loop_lag_p99_s:
+        out["loop"] = load.loop_lag_s.p99
     cpu = load.cpu_utilisation
     if cpu is None and load.cpu_s is not None and load.wall_s:
         cpu = load.cpu_s / load.wall_s
     if cpu is not None and cpu > th.cpu_utilisation:
-        out.append(f"{who}used {cpu:.0%} of a CPU core (limit {th.cpu_utilisation:.0%}): a saturated "
-                   f"client reads answers late and inflates latencies; {_AFTERWORD}")
+        out["cpu"] = cpu
+    return out
+
+
+def _process_reasons(load: ClientLoad, th: Thresholds, who: str) -> list[str]:
+    out = []
+    late = lateness(load, th)
+    if "schedule" in late and load.schedule_lag_s is not None:
+        out.append(f"{who}sent requests {_ms(late['schedule'])} late at p99 "
+                   f"(max {_ms(load.schedule_lag_s.max)}; limit {_ms(th.schedule_lag_p99_s)}): "
+                   f"the server saw less load than the schedule asked for; {_AFTERWORD}")
+    if "loop" in late and load.loop_lag_s is not None:
+        out.append(f"{who}event loop ran {_ms(late['loop'])} late at p99 (max {_ms(load.loop_lag_s.max)}; "
+                   f"limit {_ms(th.loop_lag_p99_s)}): time stamps carry that delay, so latencies are "
+                   f"overstated; {_AFTERWORD}")
+    if "cpu" in late:
+        out.append(f"{who}used {late['cpu']:.0%} of a CPU core (limit {th.cpu_utilisation:.0%}): "
+                   f"a saturated client reads answers late and inflates latencies; {_AFTERWORD}")
     return out
 
 

@@ -392,6 +392,12 @@ def _plan_latency(data: list[float], lim: LatencyLimit, conf: float, n: int, mea
     return None if samples is None else _requests_for(samples, n, measured)
 
 
+def room_beyond(stat: str) -> float:
+    """The share of requests a latency statistic leaves room for beyond its limit: (100 - N)% for
+    a percentile pN, none for a maximum (a statistic not listed: none)."""
+    return 0.0 if stat == "max" else round(1.0 - PERCENTILE_LEVELS.get(stat, 1.0), 12)
+
+
 def failure_tolerance(slo: SloSpec) -> tuple[float, str]:
     """The share of failed requests an SLO without `error_rate` tolerates, and why, in words.
 
@@ -404,7 +410,7 @@ def failure_tolerance(slo: SloSpec) -> tuple[float, str]:
     for lim in slo.latency:
         if lim.stat == "mean":
             continue
-        share = 0.0 if lim.stat == "max" else round(1.0 - PERCENTILE_LEVELS[lim.stat], 12)
+        share = room_beyond(lim.stat)
         if share < floor:
             floor, key = share, lim.key
     if not key:
