@@ -22,6 +22,9 @@ CAPABILITIES: dict[str, str] = {
     "responses_state": "the Responses API stores responses: previous_response_id continues one",
     "messages": "POST /v1/messages (the Anthropic Messages API coding agents use) answers a message",
     "logprobs": "logprobs / top_logprobs on chat completions",
+    "echo_logprobs": "legacy completions with echo and logprobs return the prompt's tokens and their "
+                     "logprobs (what evaluation harnesses score loglikelihood tasks with)",
+    "tokenize": "POST /tokenize (llama.cpp or vLLM shape) tokenizes text and chat prompts",
     "n": "n > 1 choices in one request",
     "seed": "a fixed seed gives reproducible sampling",
     "metrics": "GET /metrics in Prometheus text format",

@@ -82,8 +82,10 @@ def record(results: Mapping[str, Any], previous: Mapping[str, Any] | None) -> di
             new["why"] = before["why"]
         checks[cid] = new
     server = results.get("server") or {}
+    kept = {k: v for k, v in (previous or {}).items() if k not in ("schema", "server", "model", "checks")}
+    # Keys the recorder does not write (a stage's `deselected` checks with their reasons) stay as written.
     return {"schema": SCHEMA, "server": server.get("launched") or server.get("base_url"),
-            "model": server.get("model"), "checks": checks}
+            "model": server.get("model"), "checks": checks, **kept}
 
 
 def totals(results: Mapping[str, Any]) -> dict[str, int]:

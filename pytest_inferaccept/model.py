@@ -795,6 +795,14 @@ class TokenLogprob(_Closed):
     top: list[TopLogprob] = Field(default_factory=list)
 
 
+class CorrectnessSelfDrift(_Closed):
+    """One item's second pass against its first, over the kept logprobs."""
+
+    mean_abs_delta: Number = Field(description="mean |Δ logprob| of the chosen tokens before the answers "
+                                   "part")
+    real_change: bool = Field(description="the two passes part at a non-tie")
+
+
 class CorrectnessAnswer(_Closed):
     """One known-answer item as this run answered it (the first of its two passes)."""
 
@@ -810,6 +818,9 @@ class CorrectnessAnswer(_Closed):
     error: str | None = Field(default=None, description="why the request failed")
     logprobs: list[TokenLogprob] | None = Field(default=None, description="the first answer tokens' top-5 "
                                                 "logprobs; null when the server returned none")
+    self_drift: CorrectnessSelfDrift | None = Field(
+        default=None, description="how far the second pass's greedy answer sits from the first's (the "
+        "server's own drift); null without logprobs on either pass")
 
 
 class CorrectnessAccuracy(_Closed):
@@ -840,6 +851,9 @@ class Correctness(_Closed):
     self_flips: int = Field(description="items whose grade differed between the two passes")
     self_flip_rate: Number
     tolerance: Number = Field(description="the paired gate's tolerance, a fraction (--correctness-tolerance)")
+    drift_tolerance: Number | None = Field(
+        default=None, description="the drift tier's tolerance in nats of mean |Δ logprob| beyond the "
+        "self-drift (--correctness-drift-tolerance); null: drift not judged")
     floor: CorrectnessFloor | None = None
     logprobs: bool = Field(description="whether the server returned logprobs")
     answers: list[CorrectnessAnswer] = Field(default_factory=list)
@@ -980,6 +994,19 @@ class CorrectnessDrift(_Closed):
     mean_abs_delta: Number | None
     max_abs_delta: Number | None
     text: str
+    status: Literal["found", "not_found", "not_measured"] = Field(
+        default="not_measured", description="the drift tier's verdict against the run's own self-drift")
+    message: str = ""
+    self_mean_abs_delta: Number | None = Field(default=None, description="the second pass's mean |Δ| against "
+                                               "the first (the server's own drift)")
+    self_diverged_real: int | None = None
+    farther: int | None = Field(default=None, description="prompts farther from the baseline than from the "
+                                "server's own second pass")
+    nearer: int | None = None
+    p_value: Number | None = Field(default=None, description="the one-sided exact sign test's")
+    mean_excess: Number | None = Field(default=None, description="mean |Δ| beyond the self-drift, nats")
+    real_excess: int | None = None
+    tolerance: Number | None = None
 
 
 class CorrectnessComparison(_Closed):

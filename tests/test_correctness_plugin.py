@@ -18,6 +18,12 @@ FAULT_TABLE = [
     ("quality_drop", "known-answer set: NO-GO: accuracy fell by 8.5 points"),
 ]
 """(fault, what the paired gate against a clean baseline says with it)."""
+NUMERIC_FAULTS = [
+    ("tokenizer_drops_spaces", "fail", "found", "of them the same answer with its spaces dropped"),
+    ("logprob_shift", "pass", "found",
+     "logprob drift found: mean |Δ logprob| +0.0500 nats beyond the server's own drift"),
+]
+"""(fault, the paired accuracy gate's status, the drift tier's status, what the NO-GO's reason says)."""
 
 
 def _document(path: Path) -> dict[str, Any]:
@@ -88,6 +94,36 @@ def test_a_fault_since_a_clean_baseline_is_no_go_naming_the_drop(
     assert "NO-GO</b></span> against the baseline" in html
 
 
+@pytest.mark.parametrize(("fault", "gate", "tier", "says"), NUMERIC_FAULTS)
+def test_a_tokenizer_or_numerics_fault_since_a_clean_baseline_is_no_go_for_its_own_reason(
+        run_suite: RunSuite, baseline: Path, tmp_path: Path, fault: str, gate: str, tier: str,
+        says: str) -> None:
+    _clean_baseline(run_suite, baseline)
+    out = tmp_path / "faulty.json"
+    args = ["--inferaccept-baseline", str(baseline), "--inferaccept-json", str(out)]
+    run = run_suite(SUITE, faults=[fault], args=args)
+    document = _document(out)
+    paired = document["baseline"]["correctness"]
+    assert document["verdict"]["status"] == "NO-GO", run.output[-3000:]
+    assert any(says in r for r in document["verdict"]["reasons"]), document["verdict"]["reasons"]
+    assert paired["status"] == gate and paired["drift"]["status"] == tier, paired["drift"]["message"]
+
+
+def test_near_ties_tipped_the_other_way_change_texts_but_stay_go(
+        run_suite: RunSuite, baseline: Path, tmp_path: Path) -> None:
+    _clean_baseline(run_suite, baseline)
+    out = tmp_path / "ties.json"
+    run = run_suite(SUITE, faults=["near_tie_flip"], args=["--inferaccept-baseline", str(baseline),
+                                                           "--inferaccept-json", str(out)])
+    document = _document(out)
+    paired = document["baseline"]["correctness"]
+    assert document["verdict"]["status"] == "GO", run.output[-3000:]
+    assert paired["status"] == "pass" and paired["b"] == 0 and paired["c"] == 0
+    assert paired["changed"] and {ch["kind"] for ch in paired["changed"]} == {"near_tie"}
+    drift = paired["drift"]
+    assert drift["status"] == "not_found" and drift["diverged_real"] == 0 and drift["diverged_tie"] >= 40
+
+
 def test_an_accuracy_floor_above_the_interval_fails_the_check(run_suite: RunSuite) -> None:
     run = run_suite(SUITE, args=["--correctness-min", "0.8"])
     assert run.outcome(CHECK) == "failed"
@@ -136,6 +172,8 @@ def test_server_text_in_the_correctness_section_is_escaped(run_suite: RunSuite, 
     ("correctness_min", "most", "--correctness-min must be an accuracy between 0 and 1"),
     ("correctness_tolerance", "0", "--correctness-tolerance must be a number of points between 0 and 100"),
     ("correctness_tolerance", "five", "--correctness-tolerance must be a number of points between 0 and 100"),
+    ("correctness_drift_tolerance", "-1", "--correctness-drift-tolerance must be nats of mean |Δ logprob|"),
+    ("correctness_drift_tolerance", "none", "--correctness-drift-tolerance must be nats of mean |Δ logprob|"),
 ])
 def test_a_bad_correctness_option_names_the_allowed_values(key: str, raw: str, says: str) -> None:
     with pytest.raises(SettingsError, match=says.replace("(", r"\(")):
@@ -146,6 +184,8 @@ def test_correctness_options_resolve_to_a_fraction_floor_and_tolerance() -> None
     given = {"correctness_min": "0.8", "correctness_tolerance": "2.5", "correctness_set": "team.jsonl"}
     settings = resolve(given.get, environ={}).correctness
     assert settings.floor == 0.8 and settings.tolerance == 0.025 and str(settings.set_path) == "team.jsonl"
+    assert settings.drift_tolerance == 0.02
+    assert resolve({"correctness_drift_tolerance": "off"}.get, environ={}).correctness.drift_tolerance is None
 
 
 def test_a_bad_correctness_option_on_the_command_line_is_a_usage_error(pytester: pytest.Pytester) -> None:

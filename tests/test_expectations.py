@@ -40,3 +40,9 @@ def test_a_documented_either_way_outcome_accepts_both_and_survives_recording() -
     assert compare(RESULTS, doc) == []
     again = record(RESULTS, doc)
     assert again["checks"]["test_chat.py::test_c"] == {"outcome": ["passed", "failed"], "why": "timing"}
+
+
+def test_recording_again_keeps_the_stages_deselected_checks_and_their_reasons() -> None:
+    deselected = {"test_responses.py::test_text_format_json_schema_is_enforced": "answers are grammar-shaped"}
+    doc = record(RESULTS, {"checks": {}, "deselected": deselected})
+    assert doc["deselected"] == deselected and compare(RESULTS, doc) == []

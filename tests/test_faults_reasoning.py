@@ -18,6 +18,7 @@ SUITE = "test_reasoning"
 REASONING: dict[str, object] = {"reasoning_tokens": 24}
 CAPS = ["--capabilities", "chat,stream,reasoning", "--request-timeout", "5"]
 BOTH = ("non-stream", "stream")
+OFF = "test_reasoning_off_switch_gives_an_answer_without_reasoning"
 
 FAULT_TABLE = [
     *[(fault, f"test_no_reasoning_or_markers_leak_into_the_answer[{mode}]", text) for mode in BOTH
@@ -28,6 +29,11 @@ FAULT_TABLE = [
        "vLLM #14170") for mode in BOTH],
     *[("reasoning_length_hidden", f"test_reasoning_that_uses_up_max_tokens_reports_length[{mode}]",
        "LiteLLM #21041") for mode in BOTH],
+    ("reasoning_kwargs_off_ignored", f"{OFF}[enable_thinking_false]",
+     "enable_thinking_false: the request sent {'chat_template_kwargs': {'enable_thinking': False}} and the "
+     "answer still carries"),
+    ("reasoning_effort_none_ignored", f"{OFF}[reasoning_effort_none]",
+     "reasoning_effort_none: the request sent {'reasoning_effort': 'none'} and the answer still carries"),
 ]
 """(fault, check that must fail with it, text its failure must contain)."""
 SELECT = one_run_per_fault((fault, check.split("[")[0]) for fault, check, _ in FAULT_TABLE)
@@ -56,6 +62,8 @@ def test_only_the_leak_check_runs_on_a_server_without_reasoning(run_suite: RunSu
         assert plain.outcome(f"test_no_reasoning_or_markers_leak_into_the_answer[{mode}]") == "passed"
         assert plain.outcome(f"{FIELD_CHECK}[{mode}]") == "skipped", plain.output[-3000:]
         assert plain.outcome(f"test_stop_applies_to_the_answer_not_the_reasoning[{mode}]") == "skipped"
+    for switch in ("enable_thinking_false", "reasoning_effort_none"):
+        assert plain.outcome(f"{OFF}[{switch}]") == "skipped", plain.output[-3000:]
     assert "a plain answer carries no reasoning text" in plain.output, plain.output[-3000:]
 
 

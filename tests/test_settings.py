@@ -40,7 +40,7 @@ def test_capabilities_default_to_chat_and_remember_they_were_not_given() -> None
 
 
 def test_unknown_preset_is_rejected_naming_the_presets() -> None:
-    with pytest.raises(SettingsError, match="allowed: fake, llama-cpp, vllm-cpu"):
+    with pytest.raises(SettingsError, match="allowed: fake, llama-cpp, llama-cpp-reasoning, vllm-cpu"):
         _resolve(server_preset="tgi")
 
 

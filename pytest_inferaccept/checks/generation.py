@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.checks._base import fail, require
+from pytest_inferaccept.checks.pace import Pace, read_paced
 from pytest_inferaccept.checks.sse import assemble_content, assemble_tool_calls, read_sse
 from pytest_inferaccept.evidence import excerpt
 
@@ -70,14 +72,26 @@ def post_chat(client: httpx.Client, body: dict[str, Any]) -> ChatResult:
                       streamed=False, raw=resp.text)
 
 
-def stream_chat(client: httpx.Client, body: dict[str, Any]) -> ChatResult:
-    """Stream a chat completion; fail unless it answers 200 and a finish_reason arrives."""
-    with client.stream("POST", CHAT_PATH, json={**body, "stream": True}) as resp:
+def stream_chat(client: httpx.Client, body: dict[str, Any], pace: Pace | None = None) -> ChatResult:
+    """Stream a chat completion; fail unless it answers 200 and a finish_reason arrives. With `pace`
+    (and a token limit in the body) the stream is read under limits sized from its own pace
+    (checks/pace.py: CouldNotFinish when it is slow, not endless)."""
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    if not isinstance(limit, int):
+        pace = None  # without a token limit there is no whole answer to size the wait by
+    extra: dict[str, Any] = {} if pace is None else {
+        "timeout": pace.transport_timeout(client.timeout.connect or 5.0)}
+    sent = time.monotonic()
+    with client.stream("POST", CHAT_PATH, json={**body, "stream": True}, **extra) as resp:
         if resp.status_code != 200:
             resp.read()
             fail(f"streamed chat completion answered HTTP {resp.status_code}, expected 200",
                  f"request: {excerpt(json.dumps(body), 400)}\nbody: {excerpt(resp.text, 600)}")
-        stream = read_sse(resp.iter_bytes())
+        if pace is not None:
+            assert isinstance(limit, int)
+            stream = read_sse([read_paced(resp.iter_bytes(), max_tokens=limit, pace=pace, started=sent)])
+        else:
+            stream = read_sse(resp.iter_bytes())
     raw = stream.raw.decode("utf-8", "replace")
     chunks = stream.chunks()
     errors = [c["error"] for c in chunks if "error" in c]
@@ -98,9 +112,9 @@ def stream_chat(client: httpx.Client, body: dict[str, Any]) -> ChatResult:
                       raw=raw, chunks=chunks)
 
 
-def chat(client: httpx.Client, body: dict[str, Any], stream: bool) -> ChatResult:
-    """Run one chat completion in the given mode."""
-    return stream_chat(client, body) if stream else post_chat(client, body)
+def chat(client: httpx.Client, body: dict[str, Any], stream: bool, pace: Pace | None = None) -> ChatResult:
+    """Run one chat completion in the given mode (a stream read under `pace` when given)."""
+    return stream_chat(client, body, pace) if stream else post_chat(client, body)
 
 
 # --- stop sequences -------------------------------------------------------------------------------

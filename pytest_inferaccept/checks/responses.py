@@ -16,6 +16,7 @@ from pytest_inferaccept.checks.chat import error_envelope, ok_json_object
 from pytest_inferaccept.checks.sse import SseStream
 from pytest_inferaccept.checks.stream import open_stream
 from pytest_inferaccept.checks.structured import schema_errors
+from pytest_inferaccept.checks.tools import CALL_MARKERS
 from pytest_inferaccept.evidence import excerpt
 
 if TYPE_CHECKING:
@@ -210,6 +211,20 @@ def check_function_calls(resp: Mapping[str, Any], tools: Sequence[Mapping[str, A
     return out
 
 
+def check_forced_call(resp: Mapping[str, Any], calls: Sequence[object], limit: int) -> None:
+    """A response to tool_choice 'required' holds a function call; without one, the failure says what came
+    instead, as observed: the status, the output tokens against the limit, the characters of text and
+    whether a call had started in them (llama-server b11434 writes text until the limit, no call begun)."""
+    if calls:
+        return
+    text = output_text(resp)
+    started = [m for m in CALL_MARKERS if m in text]
+    begun = f"in which a call starts ({started[0]})" if started else "with no call started"
+    fail(f"no function_call item although tool_choice is 'required': status {resp.get('status')!r}, "
+         f"{output_tokens(resp)} output tokens of max_output_tokens={limit}, {len(text)} characters of text "
+         f"{begun}", excerpt(json.dumps(resp.get("output")), 400))
+
+
 def check_error_envelope(resp: httpx.Response, situation: str) -> list[str]:
     """A refused request: 4xx with the error envelope {"error": {"message", ...}}.
 
@@ -263,8 +278,9 @@ def stream_response(client: httpx.Client, body: Mapping[str, Any]) -> ResponseSt
 
 
 def check_stream_framing(stream: ResponseStream) -> list[str]:
-    """text/event-stream; every event a JSON object with a type, named by its `event:` line;
-    sequence_number 0, 1, 2, ... without gaps. A trailing `data: [DONE]` is a warning.
+    """text/event-stream; every event a JSON object with a type, named by its `event:` line. A trailing
+    `data: [DONE]` is a warning. The numbering is check_sequence_numbers' (a stream without it is still
+    well framed).
 
     Returns warnings.
     """
@@ -297,14 +313,57 @@ def check_stream_framing(stream: ResponseStream) -> list[str]:
     if missing_names:
         warnings.append(f"{missing_names} of {len(stream.events)} events have no `event:` line: a client "
                         "that listens by event name (EventSource) sees nothing")
+    return warnings
+
+
+def check_sequence_numbers(stream: ResponseStream) -> None:
+    """sequence_number on every event, counting 0, 1, 2, ... without a gap or repeat."""
     numbers = [e.get("sequence_number") for e in stream.events]
+    absent = sum(1 for n in numbers if n is None)
+    if absent:
+        fail(f"{absent} of {len(numbers)} stream events carry no sequence_number: the numbers must count "
+             "0, 1, 2, ... (a client resuming a stream or detecting loss relies on them)",
+             f"event types: {stream.types[:12]}\nsequence numbers: {numbers[:40]}")
     for i, number in enumerate(numbers):
         if number != i:
             before = f"after {numbers[i - 1]!r} " if i else ""
             fail(f"sequence_number is {number!r} {before}at event {i} ({stream.types[i]}), expected {i}: "
                  "the numbers must count 0, 1, 2, ... (a client resuming a stream or detecting loss "
                  "relies on them)", f"sequence numbers: {numbers[:40]}")
-    return warnings
+
+
+PART_EVENTS: frozenset[str] = frozenset({
+    "response.content_part.added", "response.content_part.done", "response.output_text.delta",
+    "response.output_text.done", "response.refusal.delta", "response.refusal.done",
+    "response.reasoning_text.delta", "response.reasoning_text.done"})
+"""The events about one content part of an output item: each carries content_index."""
+
+
+def _about_an_item(event: Mapping[str, Any]) -> bool:
+    """True for an event about one output item (it names the item, or the item's id)."""
+    return "item" in event or "item_id" in event or str(event.get("type")) in PART_EVENTS
+
+
+def check_event_indices(stream: ResponseStream) -> None:
+    """output_index (an integer) on every event about an output item, content_index on every event about
+    a content part: openai-python's responses.stream() indexes its running snapshot by both."""
+    missing: dict[str, list[int]] = {"output_index": [], "content_index": []}
+    for i, event in enumerate(stream.events):
+        if not _about_an_item(event):
+            continue
+        if not _is_int(event.get("output_index")):
+            missing["output_index"].append(i)
+        if str(event.get("type")) in PART_EVENTS and not _is_int(event.get("content_index")):
+            missing["content_index"].append(i)
+    about = sum(1 for e in stream.events if _about_an_item(e))
+    parts = sum(1 for t in stream.types if t in PART_EVENTS)
+    said = [f"{len(at)} of {about if key == 'output_index' else parts} events about "
+            f"{'an output item' if key == 'output_index' else 'a content part'} carry no integer {key}"
+            for key, at in missing.items() if at]
+    if said:
+        first = min(at[0] for at in missing.values() if at)
+        fail(f"{'; '.join(said)}: a client that places events by index (openai-python's responses.stream() "
+             "does) cannot assemble the response", f"event {first}: {_show(stream.events[first], 300)}")
 
 
 class _Item:
@@ -340,26 +399,32 @@ def check_event_order(stream: ResponseStream) -> dict[str, Any]:
     require(terminals[0] == len(events) - 1, f"{types[terminals[0]]} is event {terminals[0]} of "
             f"{len(events)}: events follow the terminal event ({types[terminals[0] + 1:][:4]})")
     items: dict[int, _Item] = {}
-    for i, (event, kind) in enumerate(zip(events[:-1], types[:-1], strict=True)):
+    for i, (event, kind, index) in enumerate(zip(events[:-1], types[:-1], item_positions(events[:-1]),
+                                                 strict=True)):
         at = f"event {i} ({kind})"
         if kind in LIFECYCLE:
             require(i == 0 or not items, f"{at} comes after output items began",
                     f"event types: {types[:i + 1]}")
             continue
-        index = event.get("output_index")
         if kind == "response.output_item.added":
-            require(index == len(items), f"{at} has output_index {index!r}, expected {len(items)} (items are "
-                    "added in order, each index once)", _show(event, 300))
+            # A missing output_index is check_event_indices' finding: the order is judged without it.
+            if "output_index" in event:
+                require(event["output_index"] == len(items), f"{at} has output_index "
+                        f"{event['output_index']!r}, expected {len(items)} (items are added in order, each "
+                        "index once)", _show(event, 300))
             item = event.get("item")
             if not isinstance(item, dict) or not isinstance(item.get("type"), str):
                 fail(f"{at} carries no typed item", _show(event, 300))
             items[len(items)] = _Item(item)
             continue
-        if not isinstance(index, int) or index not in items:
+        if index is None:
+            fail(f"{at} carries neither output_index nor an item_id naming an added item: no client can tell "
+                 "which output item it belongs to", _show(event, 300))
+        if index not in items:
             fail(f"{at} refers to output_index {index!r} before its response.output_item.added "
                  "(openai-python raises on it)", f"event types: {types[max(0, i - 5):i + 1]}")
         state = items[index]
-        require(not state.done, f"{at} refers to output_index {index} after its response.output_item.done",
+        require(not state.done, f"{at} refers to output {index} after its response.output_item.done",
                 f"event types: {types[max(0, i - 5):i + 1]}")
         item_id = state.item.get("id")
         if "item_id" in event and item_id is not None:
@@ -367,6 +432,37 @@ def check_event_order(stream: ResponseStream) -> dict[str, Any]:
                     f"{index} was added as {item_id!r}", _show(event, 300))
         _advance(state, event, kind, at)
     return _check_terminal(events[-1], types[-1], created, items)
+
+
+def item_positions(events: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    """The output item each event is about, as its position: its output_index where it has an integer
+    one, else found by its item_id (or its item's id) among the items added so far; None for events
+    about no item, or about an item no response.output_item.added announced.
+
+    A stream without output_index (llama-server b11434) is still placed by item ids, so the order and
+    delta checks judge it; the missing index is check_event_indices' finding alone.
+    """
+    by_id: dict[str, int] = {}
+    added = 0
+    out: list[int | None] = []
+    for event in events:
+        index = event.get("output_index")
+        raw_item = event.get("item")
+        item: Mapping[str, Any] = raw_item if isinstance(raw_item, dict) else {}
+        ids = [v for v in (event.get("item_id"), item.get("id")) if isinstance(v, str)]
+        position: int | None
+        if event.get("type") == "response.output_item.added":
+            placed = index if isinstance(index, int) and _is_int(index) else added
+            added += 1
+            for iid in ids:
+                by_id.setdefault(iid, placed)
+            position = placed
+        elif isinstance(index, int) and _is_int(index):
+            position = index
+        else:
+            position = next((by_id[iid] for iid in ids if iid in by_id), None)
+        out.append(position)
+    return out
 
 
 def _advance(state: _Item, event: Mapping[str, Any], kind: str, at: str) -> None:
@@ -432,10 +528,10 @@ def check_stream_assembly(stream: ResponseStream, final: Mapping[str, Any]) -> N
     def add_done(key: tuple[str, int, int], source: str, text: object) -> None:
         done.setdefault(key, []).append((source, text if isinstance(text, str) else repr(text)))
 
-    for event in stream.events:
+    for event, position in zip(stream.events, item_positions(stream.events), strict=True):
         kind = event.get("type")
-        index = int(event.get("output_index") or 0)
-        part = int(event.get("content_index") or 0)
+        index = position or 0
+        part = event["content_index"] if _is_int(event.get("content_index")) else 0
         if kind in ("response.output_text.delta", "response.reasoning_text.delta"):
             key = ("text" if "output_text" in str(kind) else "reasoning", index, part)
             deltas[key] = deltas.get(key, "") + str(event.get("delta") or "")
@@ -487,8 +583,23 @@ def _item_texts(item: object, index: int, source: str, add: Any) -> None:
                 add(("reasoning", index, part), source, content.get("text"))
 
 
+def terminal_response(stream: ResponseStream) -> dict[str, Any]:
+    """The response the last terminal event carries; fail when the stream has none."""
+    for event in reversed(stream.events):
+        if event.get("type") in TERMINAL:
+            response = event.get("response")
+            if not isinstance(response, dict):
+                fail(f"{event['type']} carries no response object: the client gets no final response",
+                     _show(event, 300))
+            return response
+    fail("the stream ended without a terminal event (response.completed, .incomplete or .failed): the "
+         f"client never gets the final response; last events: {stream.types[-4:]}")
+
+
 def read_stream(stream: ResponseStream) -> tuple[dict[str, Any], list[str]]:
-    """Framing, order and assembly of a stream at once: (the terminal response, warnings)."""
+    """Framing, order and assembly of a stream at once: (the terminal response, warnings). The
+    numbering (check_sequence_numbers) and the indices (check_event_indices) are checks of their own,
+    so that a stream without them still reaches the check it was read for."""
     warnings = check_stream_framing(stream)
     final = check_event_order(stream)
     check_stream_assembly(stream, final)

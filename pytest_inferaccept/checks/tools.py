@@ -196,3 +196,63 @@ def check_stream_ends_within(read: BoundedRead, limit: int, situation: str) -> C
         require(used <= limit, f"{situation}, the stream reports {used} completion tokens, more than "
                 f"max_tokens={limit}", shown)
     return result
+
+
+CALL_MARKERS: tuple[str, ...] = ("<tool_call>", '{"name"', "[TOOL_CALLS]", "<|python_tag|>")
+"""Text that opens a call in the common tool templates (Hermes, Mistral, Llama 3): a call the model began
+in its text, which the server's parser left there."""
+
+
+def answer_words(result: ChatResult) -> str:
+    """What an answer was, in the words a finding uses: its calls, its finish_reason, the tokens it spent
+    and how much of it was text ('0 tool calls, finish_reason 'length' after 128 completion tokens, 412
+    characters of text with no call started')."""
+    names = [str((c.get("function") or {}).get("name")) for c in result.tool_calls if isinstance(c, dict)]
+    calls = f"{len(names)} tool call{'' if len(names) == 1 else 's'}"
+    if names:
+        calls += f" ({', '.join(names)})"
+    used = (result.usage or {}).get("completion_tokens")
+    spent = f" after {used} completion tokens" if isinstance(used, int) and not isinstance(used, bool) else ""
+    started = [m for m in CALL_MARKERS if m in result.text]
+    text = f"{len(result.text)} characters of text"
+    if result.text and not names:
+        text += f" in which a call starts ({started[0]})" if started else " with no call started"
+    return f"{calls}, finish_reason {result.finish_reason!r}{spent}, {text}"
+
+
+def _same_answer(a: ChatResult, b: ChatResult) -> bool:
+    """The same text, finish_reason and calls (names and arguments; call ids differ between answers)."""
+    def calls(r: ChatResult) -> list[tuple[object, object]]:
+        return [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+                for c in r.tool_calls if isinstance(c, dict)]
+    return a.text == b.text and a.finish_reason == b.finish_reason and calls(a) == calls(b)
+
+
+def check_forced_choice(result: ChatResult, name: str | None,
+                        auto: Callable[[], ChatResult] | None = None) -> None:
+    """An answer to a forced tool_choice (`name`, or 'required' for None) holds a call (of `name`).
+
+    When it does not, `auto` answers the same request with tool_choice 'auto', and the failure says
+    what was seen beside it, in observed terms: the calls, the finish_reason, the tokens spent on text
+    and whether a call had started in it. An answer the same as auto's shows the forced choice changed
+    nothing (llama-server b11434 reads a named choice as auto and says so only in its log; its
+    'required' grammar allows any text before the call, so the text runs to the limit as with auto).
+    """
+    choice = f"the named tool_choice ({name})" if name else "tool_choice 'required'"
+    names = sorted({str((c.get("function") or {}).get("name")) for c in result.tool_calls
+                    if isinstance(c, dict)})
+    if result.tool_calls and (name is None or name in names):
+        return
+    seen = answer_words(result)
+    shown = f"{result.describe()}\nmessage: {excerpt(json.dumps(result.message), 400)}"
+    other = auto() if auto is not None else None
+    same = other is not None and _same_answer(result, other)
+    if same:
+        seen = f"the answer is the same as with tool_choice 'auto' — {seen}"
+    elif other is not None:
+        seen += f" (with tool_choice 'auto': {answer_words(other)})"
+    if name is None and not result.tool_calls and result.finish_reason == "length":
+        # What was seen, not why: a constraint that allows text before the call (llama-server
+        # b11434's grammar) and a choice read as auto both end so.
+        fail(f"{choice} gave no tool call within the token limit: {seen}", shown)
+    fail(f"{choice} was not honoured{f' (calls {names})' if names else ''}: {seen}", shown)

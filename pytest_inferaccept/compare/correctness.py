@@ -24,6 +24,7 @@ def _section(doc: RunBody) -> Correctness | None:
 
 def compare_correctness(old: RunBody, new: RunBody) -> tuple[list[Change], dict[str, Any] | None]:
     """The correctness comparison: its changes for the verdict and the baseline's `correctness` section."""
+    from pytest_inferaccept.correctness.drift import Score, judge_drift, score
     from pytest_inferaccept.correctness.paired import SelfFlip, judge_pairs
     from pytest_inferaccept.correctness.record import as_openai
     from pytest_inferaccept.correctness.ties import classify, drift
@@ -55,15 +56,27 @@ def compare_correctness(old: RunBody, new: RunBody) -> tuple[list[Change], dict[
         tie = classify(as_openai([t.model_dump() for t in x.logprobs or ()]),
                        as_openai([t.model_dump() for t in y.logprobs or ()]), text_a=x.text, text_b=y.text)
         kind = "not_classifiable" if tie.kind == "same" else tie.kind
+        reason = tie.reason
+        if x.text is not None and y.text is not None and _spaces_dropped(x.text, y.text):
+            reason = f"the same answer with its spaces dropped (a tokenizer or detokenizer change); {reason}"
         changed.append({"id": x.id, "before_grade": x.grade, "after_grade": y.grade, "before": x.text,
-                        "after": y.text, "kind": kind, "reason": tie.reason})
+                        "after": y.text, "kind": kind, "reason": reason})
     # Real changes first, and among them the ones whose grade changed.
     changed.sort(key=lambda ch: (ORDER[str(ch["kind"])], ch["before_grade"] == ch["after_grade"]))
-    found = drift([(as_openai([t.model_dump() for t in x.logprobs or ()]),
-                    as_openai([t.model_dump() for t in y.logprobs or ()])) for x, y in pairs])
+    openai = [(as_openai([t.model_dump() for t in x.logprobs or ()]),
+               as_openai([t.model_dump() for t in y.logprobs or ()])) for x, y in pairs]
+    found = drift(openai)
+    own = [None if y.self_drift is None else
+           Score(real_change=y.self_drift.real_change, mean_abs_delta=y.self_drift.mean_abs_delta)
+           for _, y in pairs]
+    tiered = judge_drift([score(p, q) for p, q in openai], own, tolerance=after.drift_tolerance)
+    kept = [o for o in own if o is not None]
     kinds = {k: sum(ch["kind"] == k for ch in changed) for k in ORDER}
     explained = (f"{len(changed)} of {len(pairs)} answers changed text: {kinds['real_change']} real changes, "
                  f"{kinds['near_tie']} near ties, {kinds['not_classifiable']} not classifiable")
+    dropped = sum(ch["reason"].startswith("the same answer with its spaces dropped") for ch in changed)
+    if dropped:
+        explained += f"; {dropped} of them the same answer with its spaces dropped"
     message = f"known-answer set: {verdict.message}; {explained}"
     section: dict[str, Any] = {"status": verdict.status, "message": message,
                "b": b, "c": c, "n": len(pairs), "drop": verdict.drop, "low": verdict.low,
@@ -74,7 +87,23 @@ def compare_correctness(old: RunBody, new: RunBody) -> tuple[list[Change], dict[
                "drift": {"prompts": found.prompts, "diverged_real": found.diverged_real,
                          "diverged_tie": found.diverged_tie, "unclassified": found.unclassified,
                          "matched_tokens": found.matched_tokens, "mean_abs_delta": found.mean_abs_delta,
-                         "max_abs_delta": found.max_abs_delta, "text": f"logprob drift: {found.describe()}"}}
+                         "max_abs_delta": found.max_abs_delta, "text": f"logprob drift: {found.describe()}",
+                         "status": tiered.status, "message": tiered.message,
+                         "self_mean_abs_delta":
+                             (sum(o.mean_abs_delta for o in kept) / len(kept)) if kept else None,
+                         "self_diverged_real": sum(o.real_change for o in kept) if kept else None,
+                         "farther": tiered.farther, "nearer": tiered.nearer, "p_value": tiered.p_value,
+                         "mean_excess": tiered.mean_excess, "real_excess": tiered.real_excess,
+                         "tolerance": tiered.tolerance}}
     out = [Change(kind="correctness", status="regression" if verdict.status == "fail" else "changed",
                   item="correctness", before=b, after=c, detail=message)]
+    if tiered.status == "found":
+        out.append(Change(kind="correctness", status="regression", item="logprob drift",
+                          detail=f"known-answer set: {tiered.message}"))
     return out, section
+
+
+def _spaces_dropped(before: str, after: str) -> bool:
+    """True when the new answer is the old one with (some of) its spaces gone, and nothing else changed."""
+    return before != after and " " in before and before.replace(" ", "") == after.replace(" ", "") \
+        and after.count(" ") < before.count(" ")

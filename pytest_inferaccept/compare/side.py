@@ -86,10 +86,35 @@ def figure_rows(docs: list[RunDocument]) -> list[Row]:
     return [(f"{key} {where}", cells) for where, group in figure_groups(docs) for key, cells in group]
 
 
+CORRECTNESS_GROUP = "correctness (known-answer set)"
+
+
+def correctness_rows(docs: list[RunDocument]) -> list[Row]:
+    """The known-answer set's accuracy with its interval, unanswered share and self-flip rate per run
+    (none when no run graded it); a set that differs between runs is marked, as conditions are."""
+    found = [next((t.correctness for t in d.tests if t.correctness is not None), None) for d in docs]
+    if not any(found):
+        return []
+    sets = ["-" if c is None else f"{c.set} ({c.accuracy.n} items)" for c in found]
+    out: list[Row] = [(("≠ " if len(set(sets)) > 1 else "  ") + "set", sets)]
+    out.append(("accuracy", ["-" if c is None else f"{c.accuracy.correct}/{c.accuracy.n} "
+                             f"{c.accuracy.correct / c.accuracy.n:.1%} [{c.accuracy.low:.1%}, "
+                             f"{c.accuracy.high:.1%}]" for c in found]))
+    out.append(("unanswered", ["-" if c is None else str(c.accuracy.unanswered) for c in found]))
+    out.append(("self-flip rate", ["-" if c is None else f"{c.self_flip_rate:.1%} ({c.self_flips})"
+                                   for c in found]))
+    return out
+
+
 def rows(docs: list[RunDocument]) -> list[Row]:
     """The table's rows: (label, one cell per run); a label starting with '≠' marks a difference."""
+    graded = correctness_rows(docs)
+    if graded:
+        graded = [(CORRECTNESS_GROUP, [""] * len(docs)),
+                  *((label if label.startswith("≠") else f"  {label.strip()}", cells)
+                    for label, cells in graded)]
     return (head_rows(docs) + condition_rows(docs) + capability_rows(docs) + finding_lines(docs)
-            + slo_rows(docs) + figure_rows(docs))
+            + graded + slo_rows(docs) + figure_rows(docs))
 
 
 def slo_groups(docs: list[RunDocument]) -> list[tuple[str, list[Row]]]:

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_inferaccept.compare.side import (
+    CORRECTNESS_GROUP,
     capability_rows,
     condition_rows,
+    correctness_rows,
     figure_groups,
     head_rows,
     slo_groups,
@@ -152,6 +154,9 @@ def _rows(rows: list[tuple[str, list[str]]], css: dict[str, str] | None = None) 
 def _figures(docs: list[RunDocument]) -> tuple[RowGroup, ...]:
     """The SLO rows and the figures of each load test under one heading (the test's check id)."""
     groups: dict[str, list[tuple[str, list[str]]]] = {}
+    graded = correctness_rows(docs)
+    if graded:
+        groups[CORRECTNESS_GROUP] = graded
     for where, rows in slo_groups(docs) + figure_groups(docs):
         groups.setdefault(where, []).extend(rows)
     return tuple(RowGroup(name=where, rows=_rows(rows)) for where, rows in groups.items())

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_inferaccept.correctness.answerer import Answer, answer_items
+from pytest_inferaccept.correctness.drift import DEFAULT_TOLERANCE, score
 from pytest_inferaccept.correctness.graders import grade
 from pytest_inferaccept.correctness.items import Item
 from pytest_inferaccept.correctness.paired import (
@@ -68,8 +69,18 @@ def _acc_json(acc: Accuracy) -> dict[str, Any]:
             "high": acc.high, "confidence": acc.confidence}
 
 
+def _self_drift(first: Answer, second: Answer) -> dict[str, Any] | None:
+    """How far the second pass's greedy answer sits from the first's, over the kept tokens (the noise
+    the drift tier judges the baseline comparison against)."""
+    found = score(as_openai(_logprobs(first)), as_openai(_logprobs(second)))
+    if found is None:
+        return None
+    return {"mean_abs_delta": found.mean_abs_delta, "real_change": found.real_change}
+
+
 def summarize(items: Sequence[Item], first: Sequence[Answer], second: Sequence[Answer], *, source: str,
-              tolerance: float, floor: float | None) -> Measured:
+              tolerance: float, floor: float | None, drift_tolerance: float | None = DEFAULT_TOLERANCE
+              ) -> Measured:
     """Grade both passes, and build the section with accuracy, per-tag accuracy, noise and the floor."""
     grades = [grade(i, a.text, a.finish_reason) if a.error is None else grade(i, None, None)
               for i, a in zip(items, first, strict=True)]
@@ -80,15 +91,17 @@ def summarize(items: Sequence[Item], first: Sequence[Answer], second: Sequence[A
     noise = self_flip([g.correct for g in grades], [g.correct for g in again])
     verdict = judge_floor(acc, floor) if floor is not None else None
     answers = []
-    for item, answer, g, g2 in zip(items, first, grades, again, strict=True):
+    for item, answer, answer2, g, g2 in zip(items, first, second, grades, again, strict=True):
         answers.append({"id": item.id, "grade": g.outcome, "grade_again": g2.outcome,
                         "text": None if answer.text is None else answer.text[:TEXT_CHARS],
                         "finish_reason": answer.finish_reason, "read": g.read, "reason": g.reason[:300],
-                        "error": answer.error, "logprobs": _logprobs(answer)})
+                        "error": answer.error, "logprobs": _logprobs(answer),
+                        "self_drift": _self_drift(answer, answer2)})
     section = {
         "set": source, "accuracy": _acc_json(acc),
         "by_tag": {k: _acc_json(v) for k, v in accuracy_by_tag(outcomes, [i.tags for i in items]).items()},
         "self_flips": noise.flips, "self_flip_rate": noise.rate, "tolerance": tolerance,
+        "drift_tolerance": drift_tolerance,
         "floor": None if verdict is None else {"floor": floor, "status": verdict.status,
                                                "message": verdict.message},
         "logprobs": any(a.logprobs for a in first), "answers": answers}
@@ -96,8 +109,8 @@ def summarize(items: Sequence[Item], first: Sequence[Answer], second: Sequence[A
 
 
 def measure(base_url: str, model: str, items: Sequence[Item], *, source: str, tolerance: float,
-            floor: float | None, api_key: str | None = None, timeout: float = 60.0,
-            concurrency: int = CONCURRENCY) -> Measured:
+            floor: float | None, drift_tolerance: float | None = DEFAULT_TOLERANCE,
+            api_key: str | None = None, timeout: float = 60.0, concurrency: int = CONCURRENCY) -> Measured:
     """Answer the items twice (noise first) at a small bounded concurrency and summarize both passes."""
 
     async def both() -> tuple[list[Answer], list[Answer]]:
@@ -108,7 +121,8 @@ def measure(base_url: str, model: str, items: Sequence[Item], *, source: str, to
         return first, second
 
     first, second = asyncio.run(both())
-    return summarize(items, first, second, source=source, tolerance=tolerance, floor=floor)
+    return summarize(items, first, second, source=source, tolerance=tolerance, floor=floor,
+                     drift_tolerance=drift_tolerance)
 
 
 def as_openai(logprobs: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] | None:

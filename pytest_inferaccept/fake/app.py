@@ -22,6 +22,12 @@ from pytest_inferaccept.fake.messages import create_message
 from pytest_inferaccept.fake.metrics import MetricsState
 from pytest_inferaccept.fake.responses import responses_handler
 from pytest_inferaccept.fake.timing import StreamMarks, TimingLog, clock
+from pytest_inferaccept.fake.tokenize import (
+    apply_template_handler,
+    completion_logprobs,
+    tokenize_handler,
+    with_double_bos,
+)
 from pytest_inferaccept.fake.validation import ApiError
 
 
@@ -245,6 +251,18 @@ def _chat_usage(cfg: FakeConfig, prompt_tokens: int, choices: list[generation.Ch
     return _usage(prompt_tokens, sum(c.completion_tokens for c in choices), reasoning)
 
 
+def _reasoning_tokens(cfg: FakeConfig, body: Mapping[str, Any]) -> int:
+    """The reasoning tokens of a chat answer: none when the request switches thinking off
+    (chat_template_kwargs.enable_thinking false, reasoning_effort none), unless a fault ignores it."""
+    kwargs = body.get("chat_template_kwargs")
+    if (isinstance(kwargs, Mapping) and kwargs.get("enable_thinking") is False
+            and "reasoning_kwargs_off_ignored" not in cfg.faults):
+        return 0
+    if body.get("reasoning_effort") == "none" and "reasoning_effort_none_ignored" not in cfg.faults:
+        return 0
+    return cfg.reasoning_tokens
+
+
 def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.Choice], int]:
     cfg = state.config
     faults = cfg.faults
@@ -280,7 +298,7 @@ def _plan_chat(state: State, body: Mapping[str, Any]) -> tuple[list[generation.C
         if calls:
             choice = generation.tool_call_choice(index, calls, body)
         else:
-            thinking, content_body = generation.think_first(body, cfg.reasoning_tokens)
+            thinking, content_body = generation.think_first(body, _reasoning_tokens(cfg, body))
             choice = generation.generate_text(prompt, content_body, index, cfg.max_natural_tokens,
                                               json_schema=schema,
                                               json_mode=fmt.get("type") == "json_object")
@@ -557,6 +575,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if not isinstance(prompt, (str, list)) or prompt in ("", []):
         raise ApiError(400, "'prompt' must be a non-empty string or array", param="prompt")
     validation.check_common(body, _served(cfg))
+    echo = bool(body.get("echo"))
+    if echo and "echo_rejected" in cfg.faults:
+        raise ApiError(400, "Only no echo is supported", param="echo")
     await _hang_if_asked(state)
     if state.overloaded():
         return await _overload_answer(state)
@@ -608,7 +629,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return web.json_response(conformance.completion_response({
             "id": cid, "object": "text_completion", "created": created,
             "model": _response_model(cfg),
-            "choices": [{"index": c.index, "text": c.text, "logprobs": None,
+            "choices": [{"index": c.index, "text": text_prompt + c.text if echo else c.text,
+                         "logprobs": None if body.get("logprobs") is None else completion_logprobs(
+                             text_prompt, c.pieces, echo=echo, faults=cfg.faults),
                          "finish_reason": c.finish_reason} for c in choices],
             "usage": _usage(prompt_tokens, completion_tokens),
         }, cfg.faults))
@@ -675,11 +698,15 @@ def make_app(config: FakeConfig) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/metrics/", metrics)
     app.router.add_get("/v1/models", models)
-    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/chat/completions", with_double_bos(chat_completions)
+                        if "double_bos" in config.faults else chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_post("/v1/responses", responses_handler(STATE_KEY, _slot, _sleep_generation))
     app.router.add_post("/v1/messages", create_message)
+    app.router.add_post("/v1/messages/count_tokens", messages.count_tokens)
+    app.router.add_post("/tokenize", tokenize_handler)
+    app.router.add_post("/apply-template", apply_template_handler)
     return app
 
 

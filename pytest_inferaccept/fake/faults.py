@@ -59,6 +59,13 @@ FAULTS: dict[str, str] = {
     "quality_drop": "a third of the prompts the fake can answer (sums, products, \"repeat exactly\"; "
                     "the same ones each run, by a hash of the prompt) are answered wrongly: a number one "
                     "off, a copy missing its last word (a broken template or kernel)",
+    "tokenizer_drops_spaces": "chat answers lose the spaces between words (a tokenizer or detokenizer "
+                              "that drops them: \"repeat exactly\" answers come back run together)",
+    "logprob_shift": "every chat logprob is 0.05 nats lower (pick and alternatives alike): numerics that "
+                     "change no greedy token, as a quantization or kernel change can",
+    "near_tie_flip": "where the fake model has a near tie (its second token of a seeded-word answer, "
+                     "runner-up 0.2 nats behind), the runner-up wins: texts change, no grade does (batching "
+                     "noise; not a regression)",
     # capabilities
     "no_tools": "requests with tools are rejected with 400 (tools unsupported)",
     "tools_500": "requests with tools answer 500 (tools broken)",
@@ -66,6 +73,18 @@ FAULTS: dict[str, str] = {
     "no_completions": "/v1/completions answers 404",
     "ignore_n": "n > 1 returns a single choice",
     "no_logprobs": "logprobs requests return logprobs: null",
+    "no_tokenize": "/tokenize and /apply-template answer 404 (no tokenizer endpoint: skipped)",
+    "echo_rejected": "legacy completions with echo: true are rejected with 400 (no echo: skipped)",
+    # the endpoints evaluation harnesses use
+    "echo_logprobs_generated_only": "completions with echo and logprobs return the prompt text but "
+                                    "logprobs for the generated tokens only (llama.cpp #27174: "
+                                    "loglikelihood tasks score exactly chance)",
+    "double_bos": "the chat prompt gets a second BOS: /apply-template carries the BOS text and the "
+                  "tokenizer adds another, /tokenize of a chat shows two leading BOS ids, and "
+                  "non-streamed usage.prompt_tokens is one above the correct count",
+    "tokenize_without_bos": "/tokenize leaves out the BOS the chat path adds (add_special is ignored, "
+                            "chat messages render without it): its count is one below "
+                            "usage.prompt_tokens",
     # generation control
     "stop_ignored": "the stop parameter is ignored",
     "stop_included": "the matched stop text is kept at the end of the output",
@@ -98,6 +117,10 @@ FAULTS: dict[str, str] = {
     "tool_choice_none_ignored": "tool_choice 'none' is treated as 'auto'",
     "tool_required_ignored": "tool_choice 'required' is treated as 'auto'",
     "tool_named_wrong": "a named tool_choice calls another function",
+    "tool_named_ignored": "a named tool_choice is treated as 'auto' (llama-server b11434: \"Wrong type "
+                          "supplied for parameter 'tool_choice', using default value\")",
+    "tools_unprompted_silent": "with tool_choice auto the model answers in text and calls no tool (a small "
+                               "model such as SmolLM2-135M; not a server defect: forced choices still call)",
     "no_parallel_tool_calls": "only the first of several tool calls is returned",
     "tool_result_rejected": "a conversation with a tool result is rejected with 400",
     "tool_length_finish_wrong": "a tool call cut by max_tokens reports 'tool_calls' (vLLM #58228)",
@@ -118,6 +141,9 @@ FAULTS: dict[str, str] = {
                              "no answer follows (vLLM #14170)",
     "reasoning_length_hidden": "an answer whose reasoning used up max_tokens (empty content) reports "
                                "finish_reason 'stop' instead of 'length' (LiteLLM #21041)",
+    "reasoning_kwargs_off_ignored": "chat_template_kwargs.enable_thinking false is ignored: the answer "
+                                   "still reasons",
+    "reasoning_effort_none_ignored": "reasoning_effort 'none' is ignored: the answer still reasons",
     # structured output
     "json_schema_ignored": "response_format json_schema is ignored (llama.cpp #11988, ollama #10001)",
     "json_object_invalid": "response_format json_object answers plain text",
@@ -143,6 +169,21 @@ FAULTS: dict[str, str] = {
                                       "to more than the text)",
     "messages_error_openai": 'errors answer the OpenAI envelope {"error": {message, type, param, code}}, '
                              'without "type": "error"',
+    "messages_cache_accounting": "usage counts the prompt as a warm prefix cache does: input_tokens 1 and "
+                                 "the rest as cache_read_input_tokens (llama-server b11434 after the first "
+                                 "request; not a defect: the Messages API counts cache reads apart)",
+    "messages_history_dropped": "only the last message of a conversation reaches the model: the earlier user "
+                                "and assistant turns are dropped (input_tokens leave them out)",
+    "messages_count_tokens_off": "/v1/messages/count_tokens leaves out the system prompt: its input_tokens "
+                                 "is below the message's input size for the same request",
+    "messages_tool_result_rejected": "a user turn holding a tool_result block is refused with 400",
+    "messages_tool_use_end_turn": "a reply holding a tool_use block says stop_reason end_turn, not tool_use",
+    "messages_missing_500": "a body without messages answers 500 in the OpenAI envelope (llama-server "
+                            "b11434)",
+    "messages_lenient": "a request without max_tokens is answered (64 tokens filled in) and temperature "
+                        "above 1 is sampled as given, both with 200 (llama-server b11434)",
+    "messages_thinking_unsigned": "thinking blocks carry no signature (no signature field; streamed, no "
+                                  "signature_delta)",
     # the Responses API (POST /v1/responses)
     "responses_object_wrong": "responses carry no object field (object 'response' missing)",
     "responses_usage_missing": "responses carry no usage",
@@ -160,6 +201,8 @@ FAULTS: dict[str, str] = {
                                    "is refused with 400 (a server without state; not a defect: skipped)",
     "responses_stream_out_of_order": "streams send response.in_progress before response.created",
     "responses_stream_sequence_gap": "stream sequence_number skips a value after the third event",
+    "responses_stream_no_indices": "stream events carry no sequence_number, output_index or content_index "
+                                   "(items are named by item_id only; llama-server b11434)",
     "responses_stream_deltas_differ": "the first response.output_text.delta is never sent (the deltas do "
                                       "not add up to the done text)",
     "responses_stream_two_terminals": "streams send response.completed twice",

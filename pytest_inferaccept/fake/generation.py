@@ -33,6 +33,10 @@ class Choice:
     """Reasoning tokens produced before the content (`FakeConfig.reasoning_tokens`)."""
     known: bool = False
     """The content is a known answer the fake worked out (`fake.knowns`), which `quality_drop` spoils."""
+    runner_up: str | None = None
+    """The token a near tie put second at TIE_AT (None: the word after the pick's, `tie_runner_up`)."""
+    logprob_shift: float = 0.0
+    """Nats taken from every logprob (`logprob_shift`: numerics that change no greedy pick)."""
 
     @property
     def text(self) -> str:
@@ -176,12 +180,35 @@ def tool_calls_for(body: Mapping[str, Any], prompt_last_user: str, rng_prompt: s
     return calls
 
 
+TIE_AT = 1
+"""The token of a seeded-word answer where the fake model has a near tie (its runner-up TIE_GAP behind)."""
+TIE_GAP = 0.2
+LOGPROB_SHIFT = 0.05
+"""What `logprob_shift` takes from every logprob: a numeric change no greedy pick sees."""
+
+
+def _has_tie(choice: Choice) -> bool:
+    """Seeded-word answers have a near tie at TIE_AT; known answers are sure of every token."""
+    return not choice.known and not choice.tool_calls and len(choice.pieces) > TIE_AT
+
+
+def tie_runner_up(piece: str) -> str:
+    """The runner-up of a near tie: the vocabulary's next word, with the pick's leading space."""
+    word = piece.strip()
+    following = textgen.WORDS[(textgen.WORDS.index(word) + 1) % len(textgen.WORDS)] \
+        if word in textgen.WORDS else textgen.WORDS[0]
+    return (" " if piece.startswith(" ") else "") + following
+
+
 def logprobs_for(choice: Choice, top: int) -> dict[str, Any]:
     """Logprobs whose tokens concatenate to the choice's content."""
     content = []
     for i, piece in enumerate(choice.pieces):
-        lp = -0.05 * (i % 7 + 1)
+        lp = -0.05 * (i % 7 + 1) - choice.logprob_shift
         alts = [{"token": piece, "logprob": lp, "bytes": list(piece.encode())}]
+        if i == TIE_AT and _has_tie(choice):
+            second = choice.runner_up or tie_runner_up(piece)
+            alts.append({"token": second, "logprob": lp - TIE_GAP, "bytes": list(second.encode())})
         alts += [{"token": f" alt{k}", "logprob": lp - k, "bytes": list(f" alt{k}".encode())}
                  for k in range(1, top)]
         content.append({"token": piece, "logprob": lp, "bytes": list(piece.encode()),
@@ -229,7 +256,9 @@ def request_faults(body: Mapping[str, Any], faults: frozenset[str]) -> dict[str,
         out["tool_choice"] = "auto"
     if choice == "required" and "tool_required_ignored" in faults:
         out["tool_choice"] = "auto"
-    if isinstance(choice, Mapping) and "tool_named_wrong" in faults:
+    if isinstance(choice, Mapping) and "tool_named_ignored" in faults:
+        out["tool_choice"] = "auto"
+    elif isinstance(choice, Mapping) and "tool_named_wrong" in faults:
         others = [t["function"]["name"] for t in out.get("tools") or []
                   if t["function"]["name"] != choice["function"]["name"]]
         if others:
@@ -239,6 +268,8 @@ def request_faults(body: Mapping[str, Any], faults: frozenset[str]) -> dict[str,
         out["response_format"] = {"type": "json_object"}
     if fmt_type == "json_object" and "json_object_invalid" in faults:
         out.pop("response_format")
+    if out.get("tool_choice", "auto") == "auto" and "tools_unprompted_silent" in faults:
+        out["tool_choice"] = "none"  # the model answers in text unless a choice forces a call
     return out
 
 
@@ -253,6 +284,13 @@ def choice_faults(choices: list[Choice], faults: frozenset[str],
                     c.pieces = knowns.pieces(knowns.wrong_answer(c.text))
                     c.completion_tokens = len(c.pieces)
     for c in choices:
+        if "near_tie_flip" in faults and _has_tie(c):
+            # The near tie's runner-up wins and the old pick comes second: the text changes, no grade does.
+            c.pieces[TIE_AT], c.runner_up = tie_runner_up(c.pieces[TIE_AT]), c.pieces[TIE_AT]
+        if "logprob_shift" in faults:
+            c.logprob_shift = LOGPROB_SHIFT
+        if "tokenizer_drops_spaces" in faults:
+            c.pieces = [p.lstrip(" ") for p in c.pieces]
         if c.stop_hit and "stop_included" in faults:
             c.pieces.append(c.stop_hit)
         if c.stop_hit and "stop_finish_reason_wrong" in faults:

@@ -482,6 +482,9 @@ class _Events:
         self.seq += 1
         if self.seq == 3 and "responses_stream_sequence_gap" in self.faults:
             self.seq += 1
+        if "responses_stream_no_indices" in self.faults:
+            event = {k: v for k, v in event.items()
+                     if k not in ("sequence_number", "output_index", "content_index")}
         await self.resp.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
 
     async def finish(self, kind: str, response: dict[str, Any]) -> None:

@@ -111,6 +111,9 @@ OPTIONS: tuple[_Option, ...] = (
             "interval (default: reported, not judged)"),
     _Option("correctness_tolerance", "--correctness-tolerance", "POINTS",
             "how many accuracy points the known-answer set may lose against the baseline (default 5)"),
+    _Option("correctness_drift_tolerance", "--correctness-drift-tolerance", "NATS",
+            "the logprob drift the known-answer set may show against the baseline beyond the server's own "
+            "(mean |delta logprob|, default 0.02), or off"),
     _Option("reasoning_field", "--reasoning-field", "NAME",
             "the field your client reads reasoning text from: reasoning, reasoning_content or any "
             "(default any); a server that sends it only under the other name is a finding"),

@@ -99,7 +99,13 @@ def correctness_lines(run: RunDocument | None) -> list[Line]:
         if paired.drop is not None:
             text += (f", drop {paired.drop * 100:+.1f} points ({(paired.low or 0) * 100:+.1f} to "
                      f"{(paired.high or 0) * 100:+.1f})")
-    tint = {"red": True} if paired is not None and paired.status == "fail" else {}
+        drift = paired.drift
+        if drift is not None and drift.status != "not_measured" and drift.mean_excess is not None:
+            said = "FOUND" if drift.status == "found" else "none"
+            text += (f"; logprob drift {said} beyond the server's own ({drift.mean_excess:+.3f} nats, "
+                     f"{drift.real_excess or 0:+d} prompts parting)")
+    drifted = paired is not None and paired.drift is not None and paired.drift.status == "found"
+    tint = {"red": True} if paired is not None and (paired.status == "fail" or drifted) else {}
     return [(text, tint)]
 
 

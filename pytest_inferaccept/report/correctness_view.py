@@ -39,6 +39,9 @@ class CorrectnessView:
     drift: str
     changed: tuple[ChangedAnswer, ...]
     more_changed: int
+    headline: str = ""
+    """One line for the verdict box: accuracy, noise, and the verdicts against the baseline."""
+    headline_class: str = ""
 
 
 def correctness_view(doc: RunDocument) -> CorrectnessView | None:
@@ -58,7 +61,23 @@ def correctness_view(doc: RunDocument) -> CorrectnessView | None:
                                       before=c.before or "(no answer)", after=c.after or "(no answer)",
                                       reason=c.reason) for c in paired.changed[:MAX_SHOWN])
         more = max(0, len(paired.changed) - MAX_SHOWN)
+    head = (f"{acc.correct} of {acc.n} known answers right ({acc.correct / acc.n:.1%}, 95% CI "
+            f"{acc.low:.1%}–{acc.high:.1%}), self-flip rate {found.self_flip_rate:.1%}")
+    if found.floor is not None:
+        head += f"; floor {found.floor.floor:.0%}: {STATUS_WORDS[found.floor.status]}"
+    if paired is not None:
+        head += f"; against the baseline: {STATUS_WORDS[paired.status]}"
+        if paired.drop is not None:
+            head += (f" (drop {paired.drop * 100:+.1f} points, {(paired.low or 0) * 100:+.1f} to "
+                     f"{(paired.high or 0) * 100:+.1f})")
+        if paired.drift is not None and paired.drift.status != "not_measured":
+            head += ("; logprob drift found beyond the server's own" if paired.drift.status == "found"
+                     else "; no logprob drift beyond the server's own")
+    bad = ((paired is not None and (paired.status == "fail" or (paired.drift is not None
+                                                                 and paired.drift.status == "found")))
+           or (found.floor is not None and found.floor.status == "fail"))
     return CorrectnessView(
+        headline=head, headline_class="regression" if bad else "",
         accuracy=(f"{acc.correct} of {acc.n} correct: {acc.correct / acc.n:.1%} (95% CI {acc.low:.1%}–"
                   f"{acc.high:.1%}); {acc.unanswered} unanswered ({acc.unanswered / acc.n:.1%}), "
                   f"set: {found.set}"),
@@ -69,5 +88,6 @@ def correctness_view(doc: RunDocument) -> CorrectnessView | None:
         verdict="" if paired is None else STATUS_WORDS[paired.status],
         verdict_class="" if paired is None else {"pass": "go", "fail": "nogo"}.get(paired.status, "invalid"),
         paired="" if paired is None else paired.message,
-        drift="" if paired is None or paired.drift is None else paired.drift.text,
+        drift="" if paired is None or paired.drift is None else
+        paired.drift.text + (f". {paired.drift.message}" if paired.drift.message else ""),
         changed=changed, more_changed=more)

@@ -296,6 +296,9 @@ def _reasons(doc: RunDocument, checks: dict[str, CheckView],
         if reason in causes:
             links.append(Link(text=text, href=causes[reason]))
             continue
+        if reason.startswith(f"{BASELINE_REASON}known-answer set:"):
+            links.append(Link(text=words.first_line(reason, 400), href="#correctness"))
+            continue
         if since is not None and reason.startswith((BASELINE_REASON, BASELINE_UNUSABLE)):
             links.append(Link(text=words.first_line(reason, 400), href=regressions.get(reason, "#baseline")))
             continue

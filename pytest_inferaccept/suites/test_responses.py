@@ -9,6 +9,7 @@ reached the model is measured by usage.input_tokens against the same request wit
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -17,11 +18,15 @@ import pytest
 from pytest_inferaccept.checks import fail, require
 from pytest_inferaccept.checks.responses import (
     RESPONSES_PATH,
+    ResponseStream,
     check_cut_by_limit,
     check_error_envelope,
+    check_event_indices,
     check_event_order,
+    check_forced_call,
     check_function_calls,
     check_response,
+    check_sequence_numbers,
     check_stream_assembly,
     check_stream_framing,
     input_tokens,
@@ -31,6 +36,7 @@ from pytest_inferaccept.checks.responses import (
     post_response,
     read_stream,
     stream_response,
+    terminal_response,
 )
 from pytest_inferaccept.checks.structured import check_schema_instance
 from pytest_inferaccept.evidence import Evidence, excerpt
@@ -76,6 +82,8 @@ LONG_PROMPT = "Tell a long story about a lighthouse keeper and a storm, in at le
 MODES = [pytest.param(False, id="non-stream"), pytest.param(True, id="stream")]
 SDK_TOKENS = 256
 """Room for a reasoning model's thinking, so that the SDK's stream usually ends response.completed."""
+FORCED_TOKENS = 128
+"""max_output_tokens of the forced function call: room for a call with two arguments."""
 
 
 def _body(model: str, prompt: Any = PROMPT, **extra: Any) -> dict[str, Any]:
@@ -150,10 +158,35 @@ def test_a_response_stream_is_well_formed_sse(http_client: httpx.Client, model: 
     _warn_all(inferaccept_evidence, check_stream_framing(stream))
 
 
+def test_stream_events_are_numbered_in_sequence(http_client: httpx.Client, model: str,
+                                               inferaccept_evidence: Evidence) -> None:
+    stream = stream_response(http_client, _body(model))
+    inferaccept_evidence.record("sequence_numbers", [e.get("sequence_number") for e in stream.events][:40])
+    check_sequence_numbers(stream)
+
+
+def test_stream_events_carry_their_output_and_content_index(http_client: httpx.Client, model: str,
+                                                            inferaccept_evidence: Evidence) -> None:
+    stream = stream_response(http_client, _body(model))
+    inferaccept_evidence.record("indices", [[e.get("type"), e.get("output_index"), e.get("content_index")]
+                                            for e in stream.events][:12])
+    check_event_indices(stream)
+
+
+def _note_placement(evidence: Evidence, stream: ResponseStream) -> None:
+    """Say when events were matched to their items by item id, for want of output_index."""
+    unplaced = sum(1 for e in stream.events if ("item_id" in e or "item" in e) and "output_index" not in e)
+    if unplaced:
+        evidence.note(f"{unplaced} of {len(stream.events)} events carry no output_index: they were matched "
+                      "to their output items by item id (the missing index is "
+                      "test_stream_events_carry_their_output_and_content_index's finding)")
+
+
 def test_stream_events_come_in_the_documented_order(http_client: httpx.Client, model: str,
                                                     inferaccept_evidence: Evidence) -> None:
     stream = stream_response(http_client, _body(model))
     inferaccept_evidence.record("event_types", list(dict.fromkeys(stream.types)))
+    _note_placement(inferaccept_evidence, stream)
     final = check_event_order(stream)
     _warn_all(inferaccept_evidence, check_response(final, "the terminal event's response"))
 
@@ -161,8 +194,10 @@ def test_stream_events_come_in_the_documented_order(http_client: httpx.Client, m
 def test_stream_deltas_add_up_to_the_final_response(http_client: httpx.Client, model: str,
                                                     inferaccept_evidence: Evidence) -> None:
     stream = stream_response(http_client, _body(model))
-    final = check_event_order(stream)
+    # The deltas are judged against the terminal response whatever the order check finds.
+    final = terminal_response(stream)
     inferaccept_evidence.record("text", output_text(final))
+    _note_placement(inferaccept_evidence, stream)
     check_stream_assembly(stream, final)
 
 
@@ -170,16 +205,15 @@ def test_stream_deltas_add_up_to_the_final_response(http_client: httpx.Client, m
 def test_a_forced_function_call_has_a_call_id_and_json_arguments(http_client: httpx.Client, model: str,
                                                                  stream: bool,
                                                                  inferaccept_evidence: Evidence) -> None:
-    body = _body(model, ASK_WEATHER, max_output_tokens=128, tools=[WEATHER], tool_choice="required")
+    body = _body(model, ASK_WEATHER, max_output_tokens=FORCED_TOKENS, tools=[WEATHER], tool_choice="required")
     resp = _answer(http_client, body, stream, inferaccept_evidence)
     _warn_all(inferaccept_evidence, check_response(resp))
     calls = check_function_calls(resp, [WEATHER])
     inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
     if not calls and resp.get("status") == "incomplete":
-        pytest.skip("the model used all 128 tokens before it called the function, so the call cannot be "
-                    f"judged: {excerpt(json.dumps(resp.get('output')), 200)}")
-    require(calls, "no function_call item although tool_choice is 'required'",
-            excerpt(json.dumps(resp.get("output")), 400))
+        pytest.skip(f"the model used all {FORCED_TOKENS} tokens before it called the function, so the call "
+                    f"cannot be judged: {excerpt(json.dumps(resp.get('output')), 200)}")
+    check_forced_call(resp, calls, FORCED_TOKENS)
 
 
 def test_a_function_call_output_gets_an_answer(http_client: httpx.Client, model: str,
@@ -288,39 +322,103 @@ def test_bad_requests_get_an_error_envelope(http_client: httpx.Client, model: st
     _warn_all(inferaccept_evidence, warnings)
 
 
+@dataclass
+class _SdkRead:
+    """What one of the SDK's two ways of streaming a response read."""
+
+    path: str
+    deltas: list[str] = field(default_factory=list)
+    terminal: list[str] = field(default_factory=list)
+    final: Any = None
+    events: list[Any] = field(default_factory=list)
+    error: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """What the evidence keeps of it."""
+        return {"events": len(self.events), "terminal": self.terminal, "error": self.error,
+                "text": "".join(self.deltas)[:200]}
+
+
+def _sdk_create_stream(client: openai.OpenAI, model: str) -> _SdkRead:
+    """responses.create(stream=True): the SDK's plain event iterator, which keeps no snapshot."""
+    read = _SdkRead("responses.create(stream=True)")
+    try:
+        for event in client.responses.create(model=model, input=PROMPT, temperature=0,
+                                             max_output_tokens=SDK_TOKENS, stream=True):
+            _take(read, event)
+    except Exception as exc:  # whatever the SDK raises is what a user of it meets
+        read.error = f"{type(exc).__name__}: {exc}"
+    return read
+
+
+def _take(read: _SdkRead, event: Any) -> None:
+    """Keep one SDK event: every event, the text deltas, and the terminal event with its response."""
+    read.events.append(event)
+    if event.type == "response.output_text.delta":
+        read.deltas.append(event.delta)
+    elif event.type in ("response.completed", "response.incomplete", "response.failed"):
+        read.terminal.append(event.type)
+        read.final = event.response
+
+
+def _sdk_stream_helper(client: openai.OpenAI, model: str) -> _SdkRead:
+    """responses.stream(): the SDK's helper, which assembles a snapshot of the response as events come."""
+    read = _SdkRead("responses.stream()")
+    try:
+        with client.responses.stream(model=model, input=PROMPT, temperature=0,
+                                     max_output_tokens=SDK_TOKENS) as stream:
+            for event in stream:
+                _take(read, event)
+            # get_final_response() knows response.completed only: a response cut by the token limit
+            # is read from its response.incomplete event.
+            if read.terminal == ["response.completed"]:
+                read.final = stream.get_final_response()
+    except Exception as exc:  # a TypeError deep in the SDK is as fatal to its user as an APIError
+        read.error = f"{type(exc).__name__}: {exc}"
+    return read
+
+
+def _sdk_fields_missing(events: list[Any]) -> str:
+    """Which of the fields the SDK's helper places events by the events lack, in words ('' for none)."""
+    about = [e for e in events
+             if getattr(e, "item_id", None) is not None or getattr(e, "item", None) is not None]
+    parts = [e for e in events if str(getattr(e, "type", "")).startswith(
+        ("response.content_part.", "response.output_text.", "response.refusal."))]
+    counts = [(name, sum(1 for e in group if getattr(e, name, None) is None), len(group))
+              for name, group in (("sequence_number", events), ("output_index", about),
+                                  ("content_index", parts))]
+    return ", ".join(f"{gone} of {total} without {name}" for name, gone, total in counts if gone)
+
+
 def test_openai_sdk_reads_responses(openai_client: openai.OpenAI, model: str,
                                     inferaccept_evidence: Evidence) -> None:
     import openai
 
+    version = f"openai-python {openai.__version__}"
     try:
         plain = openai_client.responses.create(model=model, input=PROMPT, temperature=0,
                                                max_output_tokens=MAX_TOKENS)
     except Exception as exc:  # whatever the SDK raises is what a user of it meets
-        fail(f"openai-python {openai.__version__} raised on responses.create: {type(exc).__name__}: {exc}")
-    deltas: list[str] = []
-    terminal: list[str] = []
-    last: Any = None
-    try:
-        with openai_client.responses.stream(model=model, input=PROMPT, temperature=0,
-                                            max_output_tokens=SDK_TOKENS) as stream:
-            for event in stream:
-                if event.type == "response.output_text.delta":
-                    deltas.append(event.delta)
-                elif event.type in ("response.completed", "response.incomplete", "response.failed"):
-                    terminal.append(event.type)
-                    last = event.response
-            # get_final_response() knows response.completed only: a response cut by the token limit
-            # is read from its response.incomplete event.
-            completed = stream.get_final_response() if terminal == ["response.completed"] else None
-    except Exception as exc:  # a TypeError deep in the SDK is as fatal to its user as an APIError
-        fail(f"openai-python {openai.__version__} raised while reading responses.stream(): "
-             f"{type(exc).__name__}: {exc}: a client using the official SDK cannot read this stream",
-             f"text so far: {''.join(deltas)!r}")
-    require(terminal, f"openai-python {openai.__version__} read the whole stream without a terminal event: "
-            "its get_final_response() raises", f"text: {''.join(deltas)!r}")
-    final: Any = completed or last
-    inferaccept_evidence.record("sdk", {"status": plain.status, "stream_status": final.status,
-                                        "text": final.output_text})
-    require(final.output_text == "".join(deltas),
-            "the SDK's final response text differs from the text deltas it delivered",
-            f"deltas: {excerpt(''.join(deltas), 300)!r}\nfinal: {excerpt(final.output_text, 300)!r}")
+        fail(f"{version} raised on responses.create: {type(exc).__name__}: {exc}")
+    # Both client paths are read: llama.cpp's own tests stream with create(stream=True), the Agents SDK
+    # and most apps with the stream() helper, and a server can break one and not the other.
+    reads = [_sdk_create_stream(openai_client, model), _sdk_stream_helper(openai_client, model)]
+    inferaccept_evidence.record("sdk", {"status": plain.status, **{r.path: r.summary() for r in reads}})
+    broken = [r for r in reads if r.error]
+    if broken:
+        said = "; ".join(f"{r.path} raised {r.error}" for r in broken)
+        fine = [r for r in reads if not r.error]
+        if fine:
+            missing = _sdk_fields_missing(fine[0].events)
+            said += (f", while {fine[0].path} read the whole stream ({len(fine[0].events)} events, "
+                     f"terminal {fine[0].terminal})" + (f"; of those events {missing}" if missing else ""))
+        fail(f"{version}: {said}: a client using {' or '.join(r.path for r in broken)} cannot read this "
+             "stream", "\n".join(f"{r.path}: text so far {excerpt(''.join(r.deltas), 200)!r}"
+                                  for r in broken))
+    for read in reads:
+        require(read.terminal, f"{version} read the whole stream with {read.path} without a terminal event: "
+                "its final response never comes", f"text: {''.join(read.deltas)!r}")
+        text = getattr(read.final, "output_text", None)
+        require(text == "".join(read.deltas),
+                f"with {read.path} the final response text differs from the text deltas the SDK delivered",
+                f"deltas: {excerpt(''.join(read.deltas), 300)!r}\nfinal: {excerpt(str(text), 300)!r}")
