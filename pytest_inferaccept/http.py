@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from pytest_inferaccept.checks.pace import DEADLINE_EXTENSION
 from pytest_inferaccept.evidence import BODY_EXCERPT, Evidence, Exchange, headers_that_matter
 
 if TYPE_CHECKING:
@@ -111,8 +112,14 @@ def make_openai_client(settings: Settings, api_base: str, *, asynchronous: bool)
                 max_retries=0, http_client=http_client)
 
 
+
+
 def _total_limit(request: httpx.Request, default: float) -> float:
-    """The exchange's total deadline: a per-request read timeout overrides the client's."""
+    """The exchange's total deadline: the request's own deadline extension, else its read timeout (one
+    value for the wait for each byte and the whole exchange), else the client's."""
+    own = request.extensions.get(DEADLINE_EXTENSION)
+    if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0:
+        return float(own)
     timeout = request.extensions.get("timeout") or {}
     read = timeout.get("read") if isinstance(timeout, dict) else None
     return float(read) if isinstance(read, (int, float)) and read > 0 else default

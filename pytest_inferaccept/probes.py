@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.capabilities import ProbeResult, ProbeStatus
@@ -106,27 +106,64 @@ def probe_chat(client: httpx.Client, server: ServerUnderTest, cap: str = "chat",
 
 def probe_stream(client: httpx.Client, server: ServerUnderTest, cap: str = "stream",
                  **extra: Any) -> ProbeResult:
-    """A streamed chat request must answer text/event-stream with data: events."""
+    """A streamed chat request must answer text/event-stream with data: events.
+
+    The stream is read under limits sized from its own pace (checks/pace.py), with the probe client's
+    timeout as the base: a slow server's stream is not broken because a fixed limit ran out. One that
+    stalls, or runs far past max_tokens, is broken; one still delivering events when even its paced limit
+    runs out streams (`stream` is supported), while whether it ends with a usage chunk stays undecided."""
+    import time
+
     import httpx
 
+    from pytest_inferaccept.checks import CheckFailed
+    from pytest_inferaccept.checks.pace import CEILING_FACTOR, CouldNotFinish, Pace, read_paced
+
     body = _chat(server, stream=True, **extra)
+    base = client.timeout.read or 60.0
+    # The probe's client carries no stall limit of its own: a stream silent for the whole base stalled.
+    pace = Pace(base_s=base, stall_s=base, ceiling_s=CEILING_FACTOR * base)
+    got = bytearray()
+    unfinished: str | None = None
+
+    def kept(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            got.extend(chunk)
+            yield chunk
+
     try:
-        with client.stream("POST", f"{server.api_base}/chat/completions", json=body) as resp:
+        sent = time.monotonic()
+        with client.stream("POST", f"{server.api_base}/chat/completions", json=body,
+                           **pace.request_options(client.timeout.connect or 5.0)) as resp:
             if resp.status_code >= 300:
                 resp.read()
                 bad = _classify(cap, resp)
                 assert bad is not None
                 return bad
             ctype = resp.headers.get("content-type", "")
-            text = resp.read().decode("utf-8", "replace")
+            try:
+                read_paced(kept(resp.iter_bytes()), max_tokens=int(body["max_tokens"]), pace=pace,
+                           started=sent)
+            except CouldNotFinish as exc:
+                unfinished = str(exc)
     except httpx.HTTPError as exc:
         return _failed(cap, "stream failed", exc)
+    except CheckFailed as exc:
+        return _result(cap, "broken", f"stream failed: {exc.title}")
     from pytest_inferaccept.checks.sse import data_texts
 
+    text = got.decode("utf-8", "replace")
     events = [data.strip() for data in data_texts(text)]
     if "text/event-stream" not in ctype or not events:
         return _result(cap, "unsupported",
-                       f"content-type {ctype!r}, {len(events)} data events: {excerpt(text, 200)}")
+                       f"content-type {ctype!r}, {len(events)} data events: {excerpt(text, 200)}"
+                       + (f" ({unfinished})" if unfinished else ""))
+    if unfinished is not None:
+        if cap == "stream":
+            return _result(cap, "supported", f"{len(events)} data events, content-type {ctype}; its end not "
+                           f"seen within the probe's paced limit, {unfinished}")
+        return _result(cap, "unsupported", "undecided (the usage chunk comes last, and the stream's end was "
+                       f"not seen within the probe's paced limit): {unfinished}")
     if cap == "stream_usage":
         chunks = [json.loads(e) for e in events if e != "[DONE]" and e.startswith("{")]
         if not any(isinstance(c.get("usage"), dict) for c in chunks):

@@ -16,6 +16,10 @@ STATE = "test_previous_response_id_carries_the_earlier_turn"
 UNKNOWN = "test_an_unknown_previous_response_id_is_refused"
 FRAMING = "test_a_response_stream_is_well_formed_sse"
 SDK = "test_openai_sdk_reads_responses"
+JSON_OBJECT = "test_text_format_json_object_answers_a_json_object"
+COUNT = "test_input_tokens_endpoint_counts_what_the_response_bills"
+ARGS_DONE = "test_a_streamed_function_call_ends_with_its_arguments_done"
+MID_ERROR = "test_a_mid_stream_error_comes_as_an_error_event"
 FAULT_TABLE = [
     ("responses_object_wrong", f"{SHAPE}[string]", "failed"),
     ("responses_object_wrong", f"{SHAPE}[messages]", "failed"),
@@ -31,6 +35,13 @@ FAULT_TABLE = [
     ("responses_tool_output_rejected", "test_a_function_call_output_gets_an_answer", "failed"),
     ("responses_format_ignored", f"{FORMAT}[non-stream]", "failed"),
     ("responses_format_ignored", f"{FORMAT}[stream]", "failed"),
+    ("responses_format_ignored", f"{JSON_OBJECT}[non-stream]", "failed"),
+    ("responses_format_ignored", f"{JSON_OBJECT}[stream]", "failed"),
+    ("responses_input_tokens_off", COUNT, "failed"),
+    ("responses_stream_call_args_no_done", ARGS_DONE, "failed"),
+    ("responses_stream_call_args_no_done", f"{CALL}[stream]", "passed"),
+    ("responses_stream_error_bare", MID_ERROR, "failed"),
+    ("responses_stream_error_bare", FRAMING, "passed"),
     ("responses_max_output_ignored", f"{LIMIT}[non-stream]", "failed"),
     ("responses_max_output_ignored", f"{LIMIT}[stream]", "failed"),
     ("responses_cut_reported_completed", f"{LIMIT}[non-stream]", "failed"),
@@ -51,7 +62,8 @@ FAULT_TABLE = [
     ("error_shape_flat", UNKNOWN, "failed"),
 ]
 """(fault, check, outcome with the fault): 'warned' = passes with a warning; with
-responses_stream_done_sentinel the SDK check passes (openai-python stops reading at [DONE])."""
+responses_stream_done_sentinel the SDK check passes (openai-python stops reading at [DONE]); a call
+without its arguments .done, and a bare mid-stream error, fail their own checks only."""
 # -k cannot select one parameter id: whole test functions run, those of one fault together.
 SELECT = one_run_per_fault((fault, check.split("[")[0]) for fault, check, _ in FAULT_TABLE)
 # Required, so that a capability the fault breaks fails instead of being probed and skipped.

@@ -79,8 +79,7 @@ def stream_chat(client: httpx.Client, body: dict[str, Any], pace: Pace | None = 
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
     if not isinstance(limit, int):
         pace = None  # without a token limit there is no whole answer to size the wait by
-    extra: dict[str, Any] = {} if pace is None else {
-        "timeout": pace.transport_timeout(client.timeout.connect or 5.0)}
+    extra: dict[str, Any] = {} if pace is None else pace.request_options(client.timeout.connect or 5.0)
     sent = time.monotonic()
     with client.stream("POST", CHAT_PATH, json={**body, "stream": True}, **extra) as resp:
         if resp.status_code != 200:

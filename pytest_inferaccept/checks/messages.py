@@ -221,8 +221,7 @@ def open_event_stream(client: httpx.Client, body: Mapping[str, Any], sent: Mappi
                       pace: Pace | None = None) -> tuple[str, SseStream]:
     """POST a streamed message and read the whole SSE stream: (content-type, stream). With `pace` the
     stream is read under limits sized from its own pace (checks/pace.py)."""
-    extra: dict[str, Any] = {} if pace is None else {
-        "timeout": pace.transport_timeout(client.timeout.connect or 5.0)}
+    extra: dict[str, Any] = {} if pace is None else pace.request_options(client.timeout.connect or 5.0)
     started = time.monotonic()
     with client.stream("POST", MESSAGES_PATH, json={**body, "stream": True}, headers=dict(sent),
                        **extra) as resp:

@@ -13,7 +13,7 @@ from pytest_inferaccept.checks._base import fail, require
 from pytest_inferaccept.checks._base import is_int as _is_int
 from pytest_inferaccept.checks._base import show as _show
 from pytest_inferaccept.checks.chat import error_envelope, ok_json_object
-from pytest_inferaccept.checks.sse import SseStream
+from pytest_inferaccept.checks.sse import SseStream, read_sse
 from pytest_inferaccept.checks.stream import open_stream
 from pytest_inferaccept.checks.structured import schema_errors
 from pytest_inferaccept.checks.tools import CALL_MARKERS
@@ -277,6 +277,18 @@ def stream_response(client: httpx.Client, body: Mapping[str, Any]) -> ResponseSt
     return ResponseStream(content_type=ctype, sse=sse, events=[e.json() for e in sse.events if not e.is_done])
 
 
+def stream_or_refusal(client: httpx.Client, body: Mapping[str, Any]) -> ResponseStream | tuple[int, str]:
+    """POST a streamed response: the stream read from the raw bytes, or (status, body text) when the server
+    answered anything but 200."""
+    with client.stream("POST", RESPONSES_PATH, json={**body, "stream": True}) as resp:
+        if resp.status_code != 200:
+            resp.read()
+            return resp.status_code, resp.text
+        sse = read_sse(resp.iter_bytes())
+        return ResponseStream(content_type=resp.headers.get("content-type", ""), sse=sse,
+                              events=[e.json() for e in sse.events if not e.is_done])
+
+
 def check_stream_framing(stream: ResponseStream) -> list[str]:
     """text/event-stream; every event a JSON object with a type, named by its `event:` line. A trailing
     `data: [DONE]` is a warning. The numbering is check_sequence_numbers' (a stream without it is still
@@ -302,6 +314,7 @@ def check_stream_framing(stream: ResponseStream) -> list[str]:
     missing_names = 0
     for i, (raw, event) in enumerate(zip((e for e in sse.events if not e.is_done), stream.events,
                                          strict=True)):
+        _check_error_framing(i, raw.fields.get("event"), event)
         kind = event.get("type")
         require(isinstance(kind, str) and kind, f"event {i} has no type", _show(event, 300))
         name = raw.fields.get("event")
@@ -314,6 +327,38 @@ def check_stream_framing(stream: ResponseStream) -> list[str]:
         warnings.append(f"{missing_names} of {len(stream.events)} events have no `event:` line: a client "
                         "that listens by event name (EventSource) sees nothing")
     return warnings
+
+
+def _check_error_framing(i: int, name: str | None, event: Mapping[str, Any]) -> None:
+    """An error in a Responses stream is an `error` event: `event: error`, and data of type 'error' with
+    its message at the top (llama-server b11434 sends a bare Chat-style `data: {"error": {...}}` line)."""
+    bare = "type" not in event and "error" in event
+    if bare:
+        fail(f"event {i} is an error sent as a bare data line {{\"error\": {{...}}}} with "
+             f"{'no event: line' if name is None else f'event: {name!r}'} and no type: the Responses API "
+             "sends errors as `event: error` with data {type: 'error', code, message, param}, so a client "
+             "reading typed events (the Responses event union, EventSource listeners) never sees this one "
+             "(openai-python raises it as an APIError only because it also reads Chat-style errors)",
+             _show(event, 300))
+    if name == "error" or event.get("type") == "error":
+        require(name == "error" and event.get("type") == "error",
+                f"event {i} is an error event named {name!r} by its event: line with data of type "
+                f"{event.get('type')!r}: both must say 'error'", _show(event, 300))
+        require(isinstance(event.get("message"), str) and event["message"],
+                f"event {i}, an error event, has no message at the top of its data (the Responses API puts "
+                "code, message and param there)", _show(event, 300))
+
+
+def check_error_events(stream: ResponseStream) -> int:
+    """Every error the stream carries is an `error` event (see _check_error_framing). Returns how many."""
+    raw = [e for e in stream.sse.events if not e.is_done]
+    found = 0
+    for i, (sse_event, event) in enumerate(zip(raw, stream.events, strict=True)):
+        if event.get("type") == "error" or sse_event.fields.get("event") == "error" \
+                or ("type" not in event and "error" in event):
+            found += 1
+            _check_error_framing(i, sse_event.fields.get("event"), event)
+    return found
 
 
 def check_sequence_numbers(stream: ResponseStream) -> None:
@@ -492,9 +537,7 @@ def _advance(state: _Item, event: Mapping[str, Any], kind: str, at: str) -> None
     elif kind == "response.output_item.done":
         open_parts = sorted(k for k, v in state.parts.items() if v != "done")
         require(not open_parts, f"{at} while content part(s) {open_parts} are not done")
-        if state.item.get("type") == "function_call":
-            require(state.args_done, f"{at} for a function_call without "
-                    "response.function_call_arguments.done")
+        # A function call closed without its arguments .done is check_call_argument_events' finding.
         state.done = True
 
 
@@ -581,6 +624,72 @@ def _item_texts(item: object, index: int, source: str, add: Any) -> None:
         for part, content in enumerate(item.get("content") or []):
             if isinstance(content, dict) and isinstance(content.get("text"), str):
                 add(("reasoning", index, part), source, content.get("text"))
+
+
+def check_call_argument_events(stream: ResponseStream, final: Mapping[str, Any]) -> int:
+    """Each streamed function_call item carries its arguments as response.function_call_arguments.delta
+    events and ends them with exactly one response.function_call_arguments.done, before the item is done,
+    whose arguments equal the item's final arguments (output_item.done and the terminal response).
+    Returns how many function calls the stream held."""
+    positions = item_positions(stream.events)
+    calls: dict[int, dict[str, Any]] = {}
+    for event, position in zip(stream.events, positions, strict=True):
+        item = event.get("item")
+        if event.get("type") == "response.output_item.added" and isinstance(item, dict) \
+                and item.get("type") == "function_call" and position is not None:
+            calls[position] = {"deltas": 0, "done": [], "closed": False, "name": item.get("name")}
+    for i, (event, position) in enumerate(zip(stream.events, positions, strict=True)):
+        call = calls.get(position) if position is not None else None
+        if call is None:
+            continue
+        kind = event.get("type")
+        if kind == "response.function_call_arguments.delta":
+            call["deltas"] += 1
+        elif kind == "response.function_call_arguments.done":
+            require(not call["closed"], f"event {i}: response.function_call_arguments.done for output "
+                    f"{position} after its response.output_item.done", _show(event, 300))
+            call["done"].append(event.get("arguments"))
+        elif kind == "response.output_item.done":
+            call["closed"] = True
+            raw = event.get("item")
+            call["final"] = raw.get("arguments") if isinstance(raw, dict) else None
+    output = final.get("output") or []
+    for position, call in calls.items():
+        at = f"the streamed function call {call['name']!r} (output {position})"
+        finished = output[position].get("arguments") if position < len(output) \
+            and isinstance(output[position], dict) else call.get("final")
+        if isinstance(finished, str) and finished:
+            require(call["deltas"], f"{at} has arguments {excerpt(finished, 80)!r} in the final response but "
+                    "no response.function_call_arguments.delta event carried them: a streaming client sees "
+                    "them only at the end")
+        if not call["done"]:
+            fail(f"{at} sent {call['deltas']} response.function_call_arguments.delta event(s) and no "
+                 "response.function_call_arguments.done: a client that runs a call on that event (the one "
+                 "the Responses API documents for complete arguments) never runs this one",
+                 f"event types: {list(dict.fromkeys(stream.types))}")
+        require(len(call["done"]) == 1, f"{at} has {len(call['done'])} response.function_call_arguments.done "
+                "events, expected one")
+        for source, value in (("response.output_item.done", call.get("final")),
+                              ("the terminal response", finished)):
+            require(call["done"][0] == value, f"{at}: response.function_call_arguments.done says arguments "
+                    f"{_show(call['done'][0], 120)}, {source} {_show(value, 120)}: they must be equal")
+    return len(calls)
+
+
+def check_input_tokens_count(counted: object, resp: Mapping[str, Any]) -> int:
+    """An answer of POST /v1/responses/input_tokens: {object: 'response.input_tokens', input_tokens} whose
+    count equals usage.input_tokens of the response to the same request. Returns the count."""
+    if not isinstance(counted, dict):
+        fail(f"{RESPONSES_PATH}/input_tokens answered {_show(counted, 200)}, expected a JSON object")
+    value = counted.get("input_tokens")
+    if not isinstance(value, int) or not _is_int(value):
+        fail(f"{RESPONSES_PATH}/input_tokens answered input_tokens {value!r}, expected an integer",
+             _show(counted, 300))
+    billed = input_tokens(resp, "the response to the same request")
+    require(value == billed, f"{RESPONSES_PATH}/input_tokens counts {value} input tokens, but the response "
+            f"to the same request bills usage.input_tokens={billed}: a client that budgets a request by the "
+            f"count is off by {billed - value}", _show(counted, 300))
+    return value
 
 
 def terminal_response(stream: ResponseStream) -> dict[str, Any]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.checks._base import fail, require
 from pytest_inferaccept.checks.chat import FINISH_REASONS, check_usage_arithmetic
+from pytest_inferaccept.checks.pace import Pace, read_paced
 from pytest_inferaccept.checks.sse import SseStream, read_sse
 from pytest_inferaccept.evidence import excerpt
 
@@ -181,11 +183,30 @@ def check_same_text(streamed: str, plain: str, what: str) -> None:
          f"stream:     {excerpt(streamed, 300)!r}\nnon-stream: {excerpt(plain, 300)!r}")
 
 
-def open_stream(client: httpx.Client, path: str, body: Mapping[str, Any]) -> tuple[str, SseStream]:
-    """POST a streamed request and read the whole SSE stream from the raw bytes: (content-type, stream)."""
-    with client.stream("POST", path, json=dict(body)) as resp:
+def open_stream(client: httpx.Client, path: str, body: Mapping[str, Any],
+                pace: Pace | None = None) -> tuple[str, SseStream]:
+    """POST a streamed request and read the whole SSE stream from the raw bytes: (content-type, stream).
+
+    With `pace` (and a token limit in the body: max_tokens, or Responses' max_output_tokens) the stream
+    is read under limits sized from its own pace (checks/pace.py): a slow but steady stream raises
+    CouldNotFinish instead of being cut by the client's whole-exchange limit, which would read as a
+    stream that sent no end."""
+    limit = body.get("max_tokens", body.get("max_output_tokens"))
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        pace = None  # without a token limit there is no whole answer to size the wait by
+    extra: dict[str, Any] = {} if pace is None else pace.request_options(client.timeout.connect or 5.0)
+    sent = time.monotonic()
+    with client.stream("POST", path, json=dict(body), **extra) as resp:
         if resp.status_code != 200:
             resp.read()
             fail(f"streamed request to {path} answered {resp.status_code}, expected 200",
                  excerpt(resp.text, 400))
-        return resp.headers.get("content-type", ""), read_sse(resp.iter_bytes())
+        ctype = resp.headers.get("content-type", "")
+        if pace is None:
+            return ctype, read_sse(resp.iter_bytes())
+        assert isinstance(limit, int)
+        # n choices share one stream: each sends its own token events.
+        n = body.get("n")
+        choices = n if isinstance(n, int) and n > 0 else 1
+        raw = read_paced(resp.iter_bytes(), max_tokens=limit * choices, pace=pace, started=sent)
+        return ctype, read_sse([raw])

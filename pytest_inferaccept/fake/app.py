@@ -20,7 +20,7 @@ from pytest_inferaccept.fake import conformance, generation, hostile, messages, 
 from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.messages import create_message
 from pytest_inferaccept.fake.metrics import MetricsState
-from pytest_inferaccept.fake.responses import responses_handler
+from pytest_inferaccept.fake.responses import input_tokens_handler, responses_handler
 from pytest_inferaccept.fake.timing import StreamMarks, TimingLog, clock
 from pytest_inferaccept.fake.tokenize import (
     apply_template_handler,
@@ -703,6 +703,7 @@ def make_app(config: FakeConfig) -> web.Application:
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_post("/v1/responses", responses_handler(STATE_KEY, _slot, _sleep_generation))
+    app.router.add_post("/v1/responses/input_tokens", input_tokens_handler(STATE_KEY))
     app.router.add_post("/v1/messages", create_message)
     app.router.add_post("/v1/messages/count_tokens", messages.count_tokens)
     app.router.add_post("/tokenize", tokenize_handler)

@@ -100,6 +100,13 @@ FAULTS: dict[str, str] = {
     "answers_changed": "about half of the prompts get other (still deterministic) answers and every "
                        "embedding moves a little, as after an upgrade that changed kernels or templates",
     "seed_ignored": "seed is ignored at temperature > 0",
+    "temperature_ignored": "every answer is greedy: temperature (and seed) change nothing",
+    "default_sampling_changed": "a request without temperature is answered greedily (the default was "
+                                "temperature 1)",
+    "sampled_frequencies_off": "sampled first tokens are drawn uniformly from the candidates, not with the "
+                               "probabilities the logprobs report",
+    "greedy_near_tie_jitter": "repeats of one greedy request flip, half the time, at the fake model's near "
+                              "tie (and nowhere else), as batch numerics do",
     # embeddings
     "embeddings_indices_wrong": "every embedding in data[] has index 0",
     "embeddings_base64_wrong": "base64 embeddings hold float64 instead of float32",
@@ -191,7 +198,10 @@ FAULTS: dict[str, str] = {
     "responses_call_args_invalid": "function_call arguments lack their closing brace",
     "responses_call_id_missing": "function_call items carry no call_id",
     "responses_tool_output_rejected": "an input with a function_call_output item is rejected with 400",
-    "responses_format_ignored": "text.format json_schema is ignored: plain text with status completed",
+    "responses_format_ignored": "text.format (json_schema and json_object) is ignored: plain text with "
+                                "status completed (llama-server b11434 reads no text.format)",
+    "responses_input_tokens_off": "/v1/responses/input_tokens leaves out the instructions: its count is "
+                                  "below the response's usage.input_tokens for the same request",
     "responses_max_output_ignored": "max_output_tokens is ignored: status completed with more tokens",
     "responses_cut_reported_completed": "output cut by max_output_tokens reports status completed and no "
                                         "incomplete_details (llama-server b11434 always says completed)",
@@ -207,6 +217,11 @@ FAULTS: dict[str, str] = {
                                       "not add up to the done text)",
     "responses_stream_two_terminals": "streams send response.completed twice",
     "responses_stream_no_terminal": "streams end after the last output_item.done, without a terminal event",
+    "responses_stream_call_args_no_done": "streamed function calls send their argument deltas but no "
+                                          "response.function_call_arguments.done (llama-server b11434)",
+    "responses_stream_error_bare": "an error after a stream began (an input ending in an assistant message "
+                                   "that opens a malformed <tool_call>) is a bare data: {\"error\": {...}} "
+                                   "line, no event: line and no type (llama-server b11434)",
     "responses_stream_done_sentinel": "streams end with data: [DONE] after the terminal event (as Chat "
                                       "Completions do; the official SDK stops there: a warning)",
 }

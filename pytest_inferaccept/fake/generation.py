@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import random
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +40,10 @@ class Choice:
     """The token a near tie put second at TIE_AT (None: the word after the pick's, `tie_runner_up`)."""
     logprob_shift: float = 0.0
     """Nats taken from every logprob (`logprob_shift`: numerics that change no greedy pick)."""
+    first_options: tuple[str, ...] = ()
+    """The first token's candidates, most likely (the greedy pick) first, with FIRST_TOKEN_PROBS."""
+    sampled: bool = False
+    """The first token was drawn from `first_options` (temperature > 0), not taken greedily."""
 
     @property
     def text(self) -> str:
@@ -58,10 +65,41 @@ def _stops(body: Mapping[str, Any]) -> list[str]:
     return [stop] if isinstance(stop, str) else list(stop)
 
 
+FIRST_TOKEN_PROBS: tuple[float, ...] = tuple(0.5 ** k / (2 - 0.5 ** 19) for k in range(20))
+"""The fake model's distribution of a word answer's first token (it sums to 1): the greedy word,
+then alt1, alt2, ... each half as likely as the one before. Sampling draws from it, logprobs report it."""
+
+
+def _greedy_only(body: Mapping[str, Any]) -> bool:
+    """top_k 1, or a top_p below the most likely first token's probability, leaves only the greedy pick."""
+    top_k, top_p = body.get("top_k"), body.get("top_p")
+    return top_k == 1 or (isinstance(top_p, int | float) and top_p < FIRST_TOKEN_PROBS[0])
+
+
+def _first_from_table(stream: Iterator[str], rng: random.Random, greedy: str | None, temperature: float,
+                      choice: Choice) -> Iterator[str]:
+    """The word stream with its first token drawn from the first-token distribution at `temperature`
+    (`greedy`: the greedy first word; None when this stream is the greedy one)."""
+    first = next(stream, None)
+    if first is None:
+        return
+    alternatives = (f"alt{k}" for k in range(1, len(FIRST_TOKEN_PROBS)))
+    choice.first_options = (first if greedy is None else greedy, *alternatives)
+    if greedy is not None:
+        choice.sampled = True
+        # Relative to the most likely token, so that a tiny temperature cannot underflow every weight.
+        weights = [math.exp(math.log(p / FIRST_TOKEN_PROBS[0]) / temperature) for p in FIRST_TOKEN_PROBS]
+        first = rng.choices(choice.first_options, weights)[0]
+    yield first
+    yield from stream
+
+
 def generate_text(prompt: str, body: Mapping[str, Any], index: int, max_natural: int,
                   json_schema: Mapping[str, Any] | None = None, json_mode: bool = False) -> Choice:
     """Generate one choice's content, honouring max_tokens and stop sequences exactly."""
     temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+    if _greedy_only(body):
+        temperature = 0.0
     seed = body.get("seed")
     rng = textgen.make_rng(prompt, temperature=temperature, seed=seed, choice=index)
     limit = _limit(body)
@@ -85,7 +123,9 @@ def generate_text(prompt: str, body: Mapping[str, Any], index: int, max_natural:
         choice.completion_tokens = len(choice.pieces)
         return choice
     produced = ""
-    for token in textgen.tokens(rng, max_natural):
+    greedy = None if temperature == 0 else next(textgen.tokens(
+        textgen.make_rng(prompt, temperature=0, seed=None, choice=index), max_natural))
+    for token in _first_from_table(textgen.tokens(rng, max_natural), rng, greedy, temperature, choice):
         if limit is not None and choice.completion_tokens >= limit:
             choice.finish_reason = "length"
             return choice
@@ -205,6 +245,14 @@ def logprobs_for(choice: Choice, top: int) -> dict[str, Any]:
     content = []
     for i, piece in enumerate(choice.pieces):
         lp = -0.05 * (i % 7 + 1) - choice.logprob_shift
+        if i == 0 and piece in choice.first_options:
+            # The first token reports the distribution it was (or would have been) sampled from.
+            table = [(tok, math.log(p) - choice.logprob_shift)
+                     for tok, p in zip(choice.first_options, FIRST_TOKEN_PROBS, strict=True)]
+            lp = dict(table)[piece]
+            content.append({"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": [
+                {"token": tok, "logprob": v, "bytes": list(tok.encode())} for tok, v in table[:top]]})
+            continue
         alts = [{"token": piece, "logprob": lp, "bytes": list(piece.encode())}]
         if i == TIE_AT and _has_tie(choice):
             second = choice.runner_up or tie_runner_up(piece)
@@ -251,6 +299,10 @@ def request_faults(body: Mapping[str, Any], faults: frozenset[str]) -> dict[str,
         out["temperature"] = 1.0
     if "seed_ignored" in faults:
         out.pop("seed", None)
+    if "temperature_ignored" in faults:
+        out["temperature"] = 0  # every answer greedy, whatever the request asks
+    if "default_sampling_changed" in faults and out.get("temperature") is None:
+        out["temperature"] = 0  # a request that sets no sampling parameter is answered greedily
     choice = out.get("tool_choice")
     if choice == "none" and "tool_choice_none_ignored" in faults:
         out["tool_choice"] = "auto"
@@ -284,6 +336,13 @@ def choice_faults(choices: list[Choice], faults: frozenset[str],
                     c.pieces = knowns.pieces(knowns.wrong_answer(c.text))
                     c.completion_tokens = len(c.pieces)
     for c in choices:
+        if "sampled_frequencies_off" in faults and c.sampled and c.pieces and c.pieces[0] in c.first_options:
+            # Every candidate equally likely, whatever the reported logprobs say (reproducible per text).
+            pick = random.Random(hashlib.sha256(c.text.encode()).digest()).choice(c.first_options)
+            c.pieces[0] = pick
+        if "greedy_near_tie_jitter" in faults and _has_tie(c) and random.random() < 0.5:
+            # Repeats of one greedy request flip only at the near tie, as batch numerics do.
+            c.pieces[TIE_AT], c.runner_up = tie_runner_up(c.pieces[TIE_AT]), c.pieces[TIE_AT]
         if "near_tie_flip" in faults and _has_tie(c):
             # The near tie's runner-up wins and the old pick comes second: the text changes, no grade does.
             c.pieces[TIE_AT], c.runner_up = tie_runner_up(c.pieces[TIE_AT]), c.pieces[TIE_AT]

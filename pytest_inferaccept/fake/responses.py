@@ -29,6 +29,9 @@ from pytest_inferaccept.fake.validation import ApiError, _bad, _is_int, check_sa
 
 ROLES = ("user", "assistant", "system", "developer")
 FORMATS = ("text", "json_object", "json_schema")
+CALL_OPEN = "<tool_call>"
+"""How the fake model (as a Hermes/ChatML tool template does) opens a function call in its text."""
+BROKEN_CALL = "The model produced output that does not match the expected tool-call format"
 STORE_LIMIT = 10_000
 """Stored responses kept per server; the oldest is forgotten first (a long run stays bounded)."""
 
@@ -87,6 +90,9 @@ class _Request:
     limit: int | None
     store: bool
     previous: str | None
+    broken_call: bool = False
+    """The input ends with an assistant message (continued by the model) that opens a function call no
+    parser can read: the answer fails once generation has begun, as llama-server's tool parser does."""
 
 
 @dataclass
@@ -296,10 +302,26 @@ def read_request(body: dict[str, Any], served: tuple[str, ...], faults: frozense
     return _Request(body=body, messages=messages, history=history, call_ids=calls, chat_tools=chat_tools,
                     tool_choice=choice, text_format=text_format, answered_call=answered,
                     limit=None if "responses_max_output_ignored" in faults else limit, store=store,
-                    previous=previous if isinstance(previous, str) else None)
+                    previous=previous if isinstance(previous, str) else None,
+                    broken_call=_opens_broken_call(messages, names))
+
+
+def _opens_broken_call(messages: list[dict[str, Any]], names: list[str]) -> bool:
+    """True when the last message is the assistant's and opens a call that is not `{"name": "<a tool>"`."""
+    last = messages[-1] if messages else {}
+    text = str(last.get("content") or "") if last.get("role") == "assistant" else ""
+    if CALL_OPEN not in text:
+        return False
+    opened = text.split(CALL_OPEN, 1)[1].strip()
+    return not any(opened.startswith(json.dumps({"name": name})[:-1]) for name in names)
 
 
 # --- generating the answer ----------------------------------------------------------------------
+
+
+def count_input(messages: list[dict[str, Any]]) -> int:
+    """The input tokens of a prompt: its text, and three tokens of framing per message."""
+    return textgen.count_tokens(textgen.prompt_text(messages)) + 3 * len(messages)
 
 
 def generate(req: _Request, max_natural: int, reasoning_tokens: int, context_window: int,
@@ -307,7 +329,7 @@ def generate(req: _Request, max_natural: int, reasoning_tokens: int, context_win
     """The fake model's answer: a reasoning item (when the fake reasons), then function calls or a
     message, with the status the token limit leaves."""
     prompt = textgen.prompt_text(req.messages)
-    input_tokens = textgen.count_tokens(prompt) + 3 * len(req.messages)
+    input_tokens = count_input(req.messages)
     if input_tokens + (req.limit or 0) > context_window:
         raise _bad(f"This model's maximum context length is {context_window} tokens; the request asks for "
                    f"{input_tokens} input + {req.limit or 0} output tokens", "input",
@@ -419,6 +441,8 @@ def responses_handler(state_key: web.AppKey[Any], slot: SlotFactory,
         body = await _json_body(request, cfg.faults)
         stored = _STORES.setdefault(state, {})
         req = read_request(body, (cfg.model,), cfg.faults, stored)
+        if req.broken_call and not body.get("stream"):
+            raise ApiError(500, BROKEN_CALL, type="server_error")
         answer = generate(req, cfg.max_natural_tokens, cfg.reasoning_tokens, cfg.context_window, cfg.faults)
         rid = f"resp_{_hex()}"
         created = int(time.time())
@@ -436,6 +460,22 @@ def responses_handler(state_key: web.AppKey[Any], slot: SlotFactory,
             return web.json_response(response_object(rid, created, model, req, answer, cfg.faults))
 
     return create_response
+
+
+def input_tokens_handler(state_key: web.AppKey[Any]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The POST /v1/responses/input_tokens handler: the input tokens the same request would be billed
+    (under `responses_input_tokens_off` without its instructions)."""
+
+    async def count(request: web.Request) -> web.Response:
+        """POST /v1/responses/input_tokens."""
+        state: State = request.app[state_key]
+        cfg = state.config
+        body = await _json_body(request, cfg.faults)
+        req = read_request(body, (cfg.model,), cfg.faults, _STORES.setdefault(state, {}))
+        messages = req.history if "responses_input_tokens_off" in cfg.faults else req.messages
+        return web.json_response({"object": "response.input_tokens", "input_tokens": count_input(messages)})
+
+    return count
 
 
 async def _json_body(request: web.Request, faults: frozenset[str]) -> dict[str, Any]:
@@ -487,6 +527,18 @@ class _Events:
                      if k not in ("sequence_number", "output_index", "content_index")}
         await self.resp.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
 
+    async def fail_midway(self) -> None:
+        """End the stream with an error: an `error` event as the Responses API frames it, or, under
+        `responses_stream_error_bare`, a bare `data: {"error": {...}}` line as llama-server b11434 sends
+        one (its mid-stream errors go through the Chat Completions framing)."""
+        error = {"code": "server_error", "message": BROKEN_CALL, "param": None}
+        if "responses_stream_error_bare" in self.faults:
+            await self.resp.write(f"data: {json.dumps({'error': {**error, 'type': 'server_error'}})}\n\n"
+                                  .encode())
+        else:
+            await self.send("error", **error)
+        await self.resp.write_eof()
+
     async def finish(self, kind: str, response: dict[str, Any]) -> None:
         """The terminal event (or what the faults make of it), then the end of the stream."""
         faults = self.faults
@@ -532,6 +584,9 @@ async def _send_events(events: _Events, state: State, gen: Slot, req: _Request, 
     opening = response_object(rid, created, model, req, None, faults)
     await events.send("response.created", response=opening)
     await events.send("response.in_progress", response=opening)
+    if req.broken_call:
+        await events.fail_midway()
+        return
     first = True
 
     async def pace() -> None:
@@ -559,8 +614,9 @@ async def _send_events(events: _Events, state: State, gen: Slot, req: _Request, 
             for piece in pieces:
                 await pace()
                 await events.send("response.function_call_arguments.delta", **at, delta=piece)
-            await events.send("response.function_call_arguments.done", **at, name=item["name"],
-                              arguments=item["arguments"])
+            if "responses_stream_call_args_no_done" not in faults:
+                await events.send("response.function_call_arguments.done", **at, name=item["name"],
+                                  arguments=item["arguments"])
         elif item["type"] == "reasoning":
             for piece in pieces:
                 await pace()

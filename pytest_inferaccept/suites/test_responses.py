@@ -19,12 +19,15 @@ from pytest_inferaccept.checks import fail, require
 from pytest_inferaccept.checks.responses import (
     RESPONSES_PATH,
     ResponseStream,
+    check_call_argument_events,
     check_cut_by_limit,
     check_error_envelope,
+    check_error_events,
     check_event_indices,
     check_event_order,
     check_forced_call,
     check_function_calls,
+    check_input_tokens_count,
     check_response,
     check_sequence_numbers,
     check_stream_assembly,
@@ -35,10 +38,11 @@ from pytest_inferaccept.checks.responses import (
     output_tokens,
     post_response,
     read_stream,
+    stream_or_refusal,
     stream_response,
     terminal_response,
 )
-from pytest_inferaccept.checks.structured import check_schema_instance
+from pytest_inferaccept.checks.structured import check_json_object, check_schema_instance
 from pytest_inferaccept.evidence import Evidence, excerpt
 from pytest_inferaccept.server import ServerUnderTest
 
@@ -84,6 +88,18 @@ SDK_TOKENS = 256
 """Room for a reasoning model's thinking, so that the SDK's stream usually ends response.completed."""
 FORCED_TOKENS = 128
 """max_output_tokens of the forced function call: room for a call with two arguments."""
+CALL_STARTED = [{"type": "message", "role": "user", "content": ASK_WEATHER},
+                {"type": "message", "role": "assistant",
+                 "content": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "'}]
+"""A user turn, then an assistant turn that opens a get_weather call in the Hermes/ChatML tool form: a
+server that continues a trailing assistant message (llama-server) streams the call from there, whatever
+its model would choose; one that does not answers the forced choice as usual."""
+BROKEN_CALL = [{"type": "message", "role": "user", "content": ASK_WEATHER},
+               {"type": "message", "role": "assistant",
+                "content": '<tool_call>\n{"name": "launch_rocket", "arguments": {'}]
+"""An assistant turn that opens a call of a tool that was not declared: a server that continues it cannot
+parse the call, and fails after its stream began (llama-server b11434: HTTP 200, response.created,
+response.in_progress, then the error)."""
 
 
 def _body(model: str, prompt: Any = PROMPT, **extra: Any) -> dict[str, Any]:
@@ -216,6 +232,35 @@ def test_a_forced_function_call_has_a_call_id_and_json_arguments(http_client: ht
     check_forced_call(resp, calls, FORCED_TOKENS)
 
 
+def test_a_streamed_function_call_ends_with_its_arguments_done(http_client: httpx.Client, model: str,
+                                                               inferaccept_evidence: Evidence) -> None:
+    body = _body(model, CALL_STARTED, max_output_tokens=FORCED_TOKENS, tools=[WEATHER],
+                 tool_choice="required")
+    stream = stream_response(http_client, body)
+    # Read apart from the order check, so that a call without its .done event is this check's finding.
+    final = terminal_response(stream)
+    inferaccept_evidence.record("call_events", [t for t in stream.types if "function_call" in t
+                                                or t.startswith("response.output_item")][:20])
+    if not check_call_argument_events(stream, final):
+        pytest.skip(f"the model streamed no function call (status {final.get('status')!r}, "
+                    f"{output_tokens(final)} output tokens of {FORCED_TOKENS}), so its argument events "
+                    f"cannot be judged: {excerpt(output_text(final), 200)!r}")
+
+
+def test_a_mid_stream_error_comes_as_an_error_event(http_client: httpx.Client, model: str,
+                                                    inferaccept_evidence: Evidence) -> None:
+    got = stream_or_refusal(http_client, _body(model, BROKEN_CALL, tools=[WEATHER]))
+    if isinstance(got, tuple):
+        pytest.skip(f"the server refused the request before streaming (HTTP {got[0]}: "
+                    f"{excerpt(got[1], 200)}), so there is no mid-stream error to judge")
+    inferaccept_evidence.record("events", [[e.fields.get("event"), excerpt(e.data, 160)]
+                                           for e in got.sse.events][-4:])
+    if not check_error_events(got):
+        pytest.skip(f"the stream carried no error ({len(got.events)} events, last {got.types[-1:]}): the "
+                    "server did not fail on the malformed call it was given, so there is no mid-stream error "
+                    "to judge")
+
+
 def test_a_function_call_output_gets_an_answer(http_client: httpx.Client, model: str,
                                                inferaccept_evidence: Evidence) -> None:
     args = json.dumps({"city": "Paris", "unit": "celsius"})
@@ -245,6 +290,48 @@ def test_text_format_json_schema_is_enforced(http_client: httpx.Client, model: s
                     f"judged: {excerpt(text, 200)!r}")
     check_schema_instance(text, SCHEMA, f"{'streamed ' if stream else ''}text.format json_schema output",
                           "length" if resp.get("status") == "incomplete" else "stop")
+
+
+JSON_PROMPT = "Write one sentence about rivers, as JSON."
+"""Answered in plain prose by SmolLM2-135M when nothing constrains it: a JSON object answer was made so."""
+JSON_TOKENS = 160
+
+
+@pytest.mark.parametrize("stream", MODES)
+def test_text_format_json_object_answers_a_json_object(http_client: httpx.Client, model: str, stream: bool,
+                                                       inferaccept_evidence: Evidence) -> None:
+    body = _body(model, JSON_PROMPT, max_output_tokens=JSON_TOKENS, text={"format": {"type": "json_object"}})
+    resp = _answer(http_client, body, stream, inferaccept_evidence)
+    text = output_text(resp)
+    used = output_tokens(resp)
+    inferaccept_evidence.record("answer", {"status": resp.get("status"), "output_tokens": used, "text": text})
+    # A cut answer is judged by its token count too: a server may call a cut response completed, which is
+    # test_max_output_tokens_ends_the_response_incomplete's finding, not this one's.
+    cut = resp.get("status") == "incomplete" or (used is not None and used >= JSON_TOKENS)
+    if cut and (not text.strip() or text.lstrip().startswith("{")):
+        pytest.skip(f"the model used all {JSON_TOKENS} tokens before or inside its JSON object, so it cannot "
+                    f"be judged: {excerpt(text, 200)!r}")
+    check_json_object(text, f"{'streamed ' if stream else ''}text.format json_object output",
+                      "length" if cut else "stop")
+
+
+def test_input_tokens_endpoint_counts_what_the_response_bills(http_client: httpx.Client, model: str,
+                                                              inferaccept_evidence: Evidence) -> None:
+    body = _body(model, INPUT_FORMS["typed-parts"], max_output_tokens=LIMIT, instructions=INSTRUCTIONS,
+                 tools=[WEATHER])
+    counted = http_client.post(f"{RESPONSES_PATH}/input_tokens", json=body)
+    if counted.status_code in (404, 405, 501):
+        pytest.skip(f"unsupported: {RESPONSES_PATH}/input_tokens answered {counted.status_code} (not served)")
+    require(counted.status_code == 200, f"{RESPONSES_PATH}/input_tokens answered {counted.status_code}, "
+            "expected 200", excerpt(counted.text, 400))
+    try:
+        answer: object = counted.json()
+    except ValueError:
+        fail(f"{RESPONSES_PATH}/input_tokens answered 200 with a body that is not JSON",
+             excerpt(counted.text, 400))
+    resp = post_response(http_client, body)
+    count = check_input_tokens_count(answer, resp)
+    inferaccept_evidence.record("input_tokens", {"counted": count, "billed": input_tokens(resp, "response")})
 
 
 @pytest.mark.parametrize("stream", MODES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -10,6 +11,7 @@ import pytest
 from pytest_inferaccept.checks import fail
 from pytest_inferaccept.checks.burst import check_burst, stream_burst
 from pytest_inferaccept.checks.chat import ok_json
+from pytest_inferaccept.checks.pace import Pace, paced
 from pytest_inferaccept.checks.sse import assemble_content
 from pytest_inferaccept.checks.stream import (
     check_chat_chunks,
@@ -21,6 +23,8 @@ from pytest_inferaccept.checks.stream import (
     stream_seconds,
 )
 from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.settings import Settings
+from pytest_inferaccept.suites._pace import pace_of, unfinished_is_invalid
 
 if TYPE_CHECKING:
     import openai
@@ -33,6 +37,12 @@ BURST = 6
 """Streamed requests sent at once by the concurrency check: a few users arriving together."""
 
 
+@pytest.fixture
+def pace(inferaccept_settings: Settings) -> Pace:
+    """The limits a stream is read under, sized from its own pace (checks/pace.py)."""
+    return pace_of(inferaccept_settings)
+
+
 def _body(model: str, **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "max_tokens": 12, "temperature": 0,
                             "messages": [{"role": "user", "content": PROMPT}]}
@@ -42,24 +52,28 @@ def _body(model: str, **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.inferaccept_core
 def test_stream_is_well_formed_sse_ending_with_done(http_client: httpx.Client, model: str,
-                                                    inferaccept_evidence: Evidence) -> None:
-    ctype, stream = open_stream(http_client, CHAT, _body(model, stream=True))
+                                                    inferaccept_evidence: Evidence, pace: Pace) -> None:
+    with unfinished_is_invalid(inferaccept_evidence):
+        ctype, stream = open_stream(http_client, CHAT, _body(model, stream=True), pace)
     inferaccept_evidence.record("events", len(stream.events))
     check_framing(ctype, stream)
 
 
 def test_stream_chunks_share_one_id_with_one_role_and_one_finish(http_client: httpx.Client, model: str,
-                                                                  inferaccept_evidence: Evidence) -> None:
-    _, stream = open_stream(http_client, CHAT, _body(model, stream=True))
+                                                                  inferaccept_evidence: Evidence,
+                                                                  pace: Pace) -> None:
+    with unfinished_is_invalid(inferaccept_evidence):
+        _, stream = open_stream(http_client, CHAT, _body(model, stream=True), pace)
     for warning in check_chat_chunks(stream.chunks(), seconds=stream_seconds(stream)):
         inferaccept_evidence.warn(warning)
 
 
 def test_streamed_text_equals_the_non_streamed_text(http_client: httpx.Client, model: str,
-                                                    inferaccept_evidence: Evidence) -> None:
+                                                    inferaccept_evidence: Evidence, pace: Pace) -> None:
     plain = ok_json(http_client.post(CHAT, json=_body(model)), "chat completion")
     text = plain["choices"][0]["message"].get("content") or ""
-    _, stream = open_stream(http_client, CHAT, _body(model, stream=True))
+    with unfinished_is_invalid(inferaccept_evidence):
+        _, stream = open_stream(http_client, CHAT, _body(model, stream=True), pace)
     chunks = stream.chunks()
     require_no_error_chunk(chunks)
     inferaccept_evidence.record("text", text)
@@ -68,26 +82,30 @@ def test_streamed_text_equals_the_non_streamed_text(http_client: httpx.Client, m
 
 @pytest.mark.capability("stream_usage")
 def test_usage_arrives_once_at_the_end_when_asked(http_client: httpx.Client, model: str,
-                                                  inferaccept_evidence: Evidence) -> None:
-    _, stream = open_stream(http_client, CHAT, _body(model, stream=True,
-                                                     stream_options={"include_usage": True}))
+                                                  inferaccept_evidence: Evidence, pace: Pace) -> None:
+    with unfinished_is_invalid(inferaccept_evidence):
+        _, stream = open_stream(http_client, CHAT, _body(model, stream=True,
+                                                         stream_options={"include_usage": True}), pace)
     usage = check_stream_usage(stream.chunks(), asked=True, max_tokens=12)
     inferaccept_evidence.record("usage", dict(usage) if usage else None)
 
 
-def test_no_usage_is_streamed_unless_asked(http_client: httpx.Client, model: str) -> None:
+def test_no_usage_is_streamed_unless_asked(http_client: httpx.Client, model: str,
+                                           inferaccept_evidence: Evidence, pace: Pace) -> None:
     # Twice: without stream_options, and with an empty one (vLLM #7262 sent usage for `{}`).
     extras: list[dict[str, Any]] = [{}, {"stream_options": {}}]
     for extra in extras:
-        _, stream = open_stream(http_client, CHAT, _body(model, stream=True, **extra))
+        with unfinished_is_invalid(inferaccept_evidence):
+            _, stream = open_stream(http_client, CHAT, _body(model, stream=True, **extra), pace)
         check_stream_usage(stream.chunks(), asked=False)
 
 
 @pytest.mark.capability("n")
 def test_n_choices_stream_with_indices_from_zero(http_client: httpx.Client, model: str,
-                                                 inferaccept_evidence: Evidence) -> None:
-    _, stream = open_stream(http_client, CHAT, _body(model, stream=True, n=2, temperature=0.8,
-                                                     max_tokens=6))
+                                                 inferaccept_evidence: Evidence, pace: Pace) -> None:
+    with unfinished_is_invalid(inferaccept_evidence):
+        _, stream = open_stream(http_client, CHAT, _body(model, stream=True, n=2, temperature=0.8,
+                                                         max_tokens=6), pace)
     for warning in check_chat_chunks(stream.chunks(), n=2, seconds=stream_seconds(stream)):
         inferaccept_evidence.warn(warning)
 
@@ -105,20 +123,24 @@ def test_concurrent_streams_each_get_a_complete_answer(http_client: httpx.Client
 
 
 def test_openai_sdk_streams_the_same_text(openai_client: openai.OpenAI, http_client: httpx.Client,
-                                          model: str) -> None:
+                                          model: str, inferaccept_evidence: Evidence, pace: Pace) -> None:
     import openai
 
     plain = ok_json(http_client.post(CHAT, json=_body(model)), "chat completion")
     text = plain["choices"][0]["message"].get("content") or ""
     pieces: list[str] = []
+    sent = time.monotonic()
     try:
+        # The SDK call's own timeout lies beyond the paced limit, so a slow but steady stream is judged
+        # by its pace (not judged when it cannot finish in time), never cut as "no end in N s".
         stream = openai_client.chat.completions.create(
             model=model, max_tokens=12, temperature=0, stream=True,
-            messages=[{"role": "user", "content": PROMPT}])
-        for chunk in stream:
-            for choice in chunk.choices:
-                if choice.index == 0 and choice.delta.content:
-                    pieces.append(choice.delta.content)
+            messages=[{"role": "user", "content": PROMPT}], timeout=pace.byte_wait_s)
+        with unfinished_is_invalid(inferaccept_evidence):
+            for chunk in paced(stream, max_tokens=12, pace=pace, started=sent):
+                for choice in chunk.choices:
+                    if choice.index == 0 and choice.delta.content:
+                        pieces.append(choice.delta.content)
     except openai.APIError as exc:
         fail(f"the OpenAI SDK raised while iterating the stream: {type(exc).__name__}: {exc}",
              f"text so far: {''.join(pieces)!r}")

@@ -13,8 +13,11 @@ import httpx
 import pytest
 
 from pytest_inferaccept.checks.generation import ChatResult, chat
+from pytest_inferaccept.checks.pace import Pace
 from pytest_inferaccept.checks.structured import check_json_object, check_schema_instance
 from pytest_inferaccept.evidence import Evidence, excerpt
+from pytest_inferaccept.settings import Settings
+from pytest_inferaccept.suites._pace import pace_of, unfinished_is_invalid
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -34,6 +37,12 @@ MODES = [
 ]
 
 
+@pytest.fixture
+def pace(inferaccept_settings: Settings) -> Pace:
+    """The limits a streamed answer is read under, sized from its own pace (checks/pace.py)."""
+    return pace_of(inferaccept_settings)
+
+
 def _body(model: str, prompt: str, response_format: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS,
             "messages": [{"role": "user", "content": prompt}], "response_format": response_format}
@@ -49,10 +58,11 @@ def _skip_if_cut_inside_json(result: ChatResult) -> None:
 @pytest.mark.capability("json_object")
 @pytest.mark.parametrize("stream", MODES)
 def test_json_object_mode_answers_a_json_object(http_client: httpx.Client, model: str, stream: bool,
-                                                inferaccept_evidence: Evidence) -> None:
+                                                inferaccept_evidence: Evidence, pace: Pace) -> None:
     # OpenAI requires the word JSON in the messages for json_object mode.
-    result = chat(http_client, _body(model, "Describe a cat as a JSON object.", {"type": "json_object"}),
-                  stream)
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = chat(http_client, _body(model, "Describe a cat as a JSON object.",
+                                         {"type": "json_object"}), stream, pace)
     inferaccept_evidence.record("text", result.text)
     _skip_if_cut_inside_json(result)
     check_json_object(result.text, f"{'streamed ' if stream else ''}json_object output", result.finish_reason)
@@ -61,10 +71,12 @@ def test_json_object_mode_answers_a_json_object(http_client: httpx.Client, model
 @pytest.mark.capability("json_schema")
 @pytest.mark.parametrize("stream", MODES)
 def test_json_schema_output_validates_against_the_schema(http_client: httpx.Client, model: str,
-                                                         stream: bool,
-                                                         inferaccept_evidence: Evidence) -> None:
+                                                         stream: bool, inferaccept_evidence: Evidence,
+                                                         pace: Pace) -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "panel", "strict": True, "schema": SCHEMA}}
-    result = chat(http_client, _body(model, "Describe the weather today. Answer in JSON.", fmt), stream)
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = chat(http_client, _body(model, "Describe the weather today. Answer in JSON.", fmt), stream,
+                      pace)
     inferaccept_evidence.record("text", result.text)
     _skip_if_cut_inside_json(result)
     check_schema_instance(result.text, SCHEMA, f"{'streamed ' if stream else ''}json_schema output",

@@ -5,26 +5,30 @@ function's parameter schema and every answer for leaked model syntax (think tags
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from pytest_inferaccept.checks import fail, require
+from pytest_inferaccept.checks import CheckFailed, fail, require
 from pytest_inferaccept.checks.generation import CHAT_PATH, chat, post_chat, stream_chat
+from pytest_inferaccept.checks.pace import Pace, read_paced
 from pytest_inferaccept.checks.reasoning import check_no_leak
 from pytest_inferaccept.checks.tools import (
+    BoundedRead,
     check_finish_reason,
     check_follow_up,
     check_forced_choice,
     check_stream_ends_within,
     check_tool_calls,
-    read_bounded,
     require_calls,
 )
 from pytest_inferaccept.evidence import Evidence, excerpt
 from pytest_inferaccept.server import ServerUnderTest
 from pytest_inferaccept.settings import Settings
+from pytest_inferaccept.suites._pace import pace_of, unfinished_is_invalid
 
 WEATHER: dict[str, Any] = {"type": "function", "function": {
     "name": "get_weather",
@@ -50,6 +54,12 @@ MODES = [
 ]
 
 
+@pytest.fixture
+def pace(inferaccept_settings: Settings) -> Pace:
+    """The limits a streamed answer is read under, sized from its own pace (checks/pace.py)."""
+    return pace_of(inferaccept_settings)
+
+
 def _body(model: str, prompt: str, tool_choice: Any, tools: list[dict[str, Any]] | None = None,
           **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS,
@@ -62,9 +72,10 @@ def _body(model: str, prompt: str, tool_choice: Any, tools: list[dict[str, Any]]
 @pytest.mark.capability("tools")
 @pytest.mark.parametrize("stream", MODES)
 def test_tool_choice_auto_gives_valid_calls_or_a_plain_answer(http_client: httpx.Client, model: str,
-                                                              stream: bool,
-                                                              inferaccept_evidence: Evidence) -> None:
-    result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "auto"), stream)
+                                                              stream: bool, inferaccept_evidence: Evidence,
+                                                              pace: Pace) -> None:
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "auto"), stream, pace)
     calls = check_tool_calls(result, [WEATHER])
     inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
     check_no_leak(result, "to a tool_choice auto request")
@@ -80,12 +91,14 @@ def test_tool_choice_auto_gives_valid_calls_or_a_plain_answer(http_client: httpx
 @pytest.mark.capability("tool_choice_required")
 @pytest.mark.parametrize("stream", MODES)
 def test_tool_choice_required_forces_a_valid_call(http_client: httpx.Client, model: str, stream: bool,
-                                                  inferaccept_evidence: Evidence) -> None:
+                                                  inferaccept_evidence: Evidence, pace: Pace) -> None:
     body = _body(model, ASK_WEATHER, "required")
-    result = chat(http_client, body, stream)
-    # Without a call, the same request with auto shows what the forced choice changed (nothing, when the
-    # server's constraint lets text run until max_tokens before any call).
-    check_forced_choice(result, None, lambda: chat(http_client, {**body, "tool_choice": "auto"}, stream))
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = chat(http_client, body, stream, pace)
+        # Without a call, the same request with auto shows what the forced choice changed (nothing, when
+        # the server's constraint lets text run until max_tokens before any call).
+        check_forced_choice(result, None,
+                            lambda: chat(http_client, {**body, "tool_choice": "auto"}, stream, pace))
     inferaccept_evidence.record("calls", [[n, a] for n, a in check_tool_calls(result, [WEATHER])])
     check_finish_reason(result, ["tool_calls"], "for a call forced by tool_choice 'required'")
 
@@ -93,16 +106,17 @@ def test_tool_choice_required_forces_a_valid_call(http_client: httpx.Client, mod
 @pytest.mark.capability("tool_choice_named")
 @pytest.mark.parametrize("stream", MODES)
 def test_tool_choice_named_calls_that_function(http_client: httpx.Client, model: str, stream: bool,
-                                               inferaccept_evidence: Evidence) -> None:
+                                               inferaccept_evidence: Evidence, pace: Pace) -> None:
     # The prompt is about the weather while the named tool is get_time: the name must win.
     # A model left to itself does not call get_time for this prompt, so an answer the same as auto's
     # shows a named choice the server ignored (llama-server b11434 logs "Wrong type supplied for
     # parameter 'tool_choice', using default value" and answers as with auto).
     named = {"type": "function", "function": {"name": "get_time"}}
     body = _body(model, ASK_WEATHER, named, tools=TOOLS)
-    result = chat(http_client, body, stream)
-    check_forced_choice(result, "get_time",
-                        lambda: chat(http_client, {**body, "tool_choice": "auto"}, stream))
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = chat(http_client, body, stream, pace)
+        check_forced_choice(result, "get_time",
+                            lambda: chat(http_client, {**body, "tool_choice": "auto"}, stream, pace))
     calls = check_tool_calls(result, TOOLS)
     inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
     names = [n for n, _ in calls]
@@ -114,8 +128,10 @@ def test_tool_choice_named_calls_that_function(http_client: httpx.Client, model:
 
 @pytest.mark.capability("tools")
 @pytest.mark.parametrize("stream", MODES)
-def test_tool_choice_none_gives_no_tool_calls(http_client: httpx.Client, model: str, stream: bool) -> None:
-    result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "none"), stream)
+def test_tool_choice_none_gives_no_tool_calls(http_client: httpx.Client, model: str, stream: bool,
+                                              inferaccept_evidence: Evidence, pace: Pace) -> None:
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = chat(http_client, _body(model, ASK_WEATHER_BY_NAME, "none"), stream, pace)
     check_no_leak(result, "to a tool_choice none request")
     require(not result.tool_calls, f"tool_choice is 'none' but the answer holds {len(result.tool_calls)} "
             "tool call(s)", excerpt(json.dumps(result.tool_calls), 400))
@@ -124,10 +140,11 @@ def test_tool_choice_none_gives_no_tool_calls(http_client: httpx.Client, model: 
 
 @pytest.mark.capability("tool_choice_required", "stream")
 def test_streamed_tool_call_equals_the_non_streamed_call(http_client: httpx.Client, model: str,
-                                                         inferaccept_evidence: Evidence) -> None:
+                                                         inferaccept_evidence: Evidence, pace: Pace) -> None:
     body = _body(model, ASK_WEATHER, "required")
     plain = post_chat(http_client, body)
-    streamed = chat(http_client, body, stream=True)
+    with unfinished_is_invalid(inferaccept_evidence):
+        streamed = chat(http_client, body, True, pace)
     require_calls(plain, "in the non-stream answer although tool_choice is 'required'")
     require_calls(streamed, "in the reassembled stream although tool_choice is 'required'")
     want = check_tool_calls(plain, [WEATHER])
@@ -174,8 +191,8 @@ def _tool_turn(call_id: str, name: str, args: dict[str, Any], output: dict[str, 
 @pytest.mark.capability("tools")
 @pytest.mark.parametrize("stream", MODES)
 def test_agent_loop_gets_an_answer_after_every_tool_result(http_client: httpx.Client, model: str,
-                                                           stream: bool,
-                                                           inferaccept_evidence: Evidence) -> None:
+                                                           stream: bool, inferaccept_evidence: Evidence,
+                                                           pace: Pace) -> None:
     # The loop an agent client runs: question, tool call, tool result sent back, answer; three rounds
     # in one conversation. The calls are written here, so no model needs to choose them.
     messages: list[dict[str, Any]] = []
@@ -186,7 +203,8 @@ def test_agent_loop_gets_an_answer_after_every_tool_result(http_client: httpx.Cl
                                {"city": city, "temperature": 18 + n, "unit": "celsius", "sky": "clear"})
         body = {"model": model, "temperature": 0, "max_tokens": AGENT_MAX_TOKENS, "messages": list(messages),
                 "tools": [WEATHER], "tool_choice": "auto"}
-        result = chat(http_client, body, stream)
+        with unfinished_is_invalid(inferaccept_evidence):
+            result = chat(http_client, body, stream, pace)
         require(result.message.get("role") == "assistant",
                 f"the answer's role is {result.message.get('role')!r}, expected 'assistant'",
                 result.describe())
@@ -210,9 +228,11 @@ def test_agent_loop_gets_an_answer_after_every_tool_result(http_client: httpx.Cl
 @pytest.mark.capability("parallel_tool_calls", "stream")
 def test_streamed_parallel_tool_calls_keep_one_index_per_call(http_client: httpx.Client, model: str,
                                                               inferaccept_server: ServerUnderTest,
-                                                              inferaccept_evidence: Evidence) -> None:
-    result = stream_chat(http_client, _body(model, PARALLEL_PROMPT, "auto", tools=TOOLS,
-                                            parallel_tool_calls=True))
+                                                              inferaccept_evidence: Evidence,
+                                                              pace: Pace) -> None:
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = stream_chat(http_client, _body(model, PARALLEL_PROMPT, "auto", tools=TOOLS,
+                                                parallel_tool_calls=True), pace)
     # check_tool_calls reads the fragments first: distinct indices, the name and type once per call.
     calls = check_tool_calls(result, TOOLS)
     inferaccept_evidence.record("calls", [[n, a] for n, a in calls])
@@ -231,34 +251,54 @@ def test_streamed_parallel_tool_calls_keep_one_index_per_call(http_client: httpx
 REQUIRED_MAX_TOKENS = 64
 
 
+def _capped(byte_chunks: Iterable[bytes], max_bytes: int, sent: float) -> Iterator[bytes]:
+    """The stream's bytes; a finding once more than `max_bytes` came (far more than its tokens need)."""
+    size = 0
+    for piece in byte_chunks:
+        size += len(piece)
+        if size > max_bytes:
+            fail(f"{size} bytes in {time.monotonic() - sent:.1f} s and still streaming "
+                 f"(read capped at {max_bytes} bytes)")
+        yield piece
+
+
 @pytest.mark.capability("tool_choice_required", "stream")
 def test_tool_choice_required_stream_ends_within_max_tokens(http_client: httpx.Client, model: str,
-                                                            inferaccept_settings: Settings,
-                                                            inferaccept_evidence: Evidence) -> None:
+                                                            inferaccept_evidence: Evidence,
+                                                            pace: Pace) -> None:
     # The read is capped well below the plugin's own bounds: 64 tokens of tool call never need 144 KB
-    # of stream, and a runaway is reported as this finding rather than as a timeout.
+    # of stream, and a runaway is reported as this finding rather than as a timeout. Its time is sized
+    # from the stream's own pace: a slow but steady stream is not judged, never called endless.
     body = _body(model, ASK_WEATHER, "required", max_tokens=REQUIRED_MAX_TOKENS, stream=True)
     max_bytes = 2048 * REQUIRED_MAX_TOKENS + 16384
-    with http_client.stream("POST", CHAT_PATH, json=body) as resp:
+    situation = "for a call forced by tool_choice 'required'"
+    sent = time.monotonic()
+    with http_client.stream("POST", CHAT_PATH, json=body,
+                            **pace.request_options(http_client.timeout.connect or 5.0)) as resp:
         if resp.status_code != 200:
             resp.read()
             fail(f"streamed chat completion answered HTTP {resp.status_code}, expected 200",
                  excerpt(resp.text, 600))
-        read = read_bounded(resp.iter_bytes(), max_bytes=max_bytes,
-                            seconds=0.8 * inferaccept_settings.request_timeout)
-    inferaccept_evidence.record("stream", {"bytes": len(read.raw), "seconds": round(read.seconds, 3),
-                                           "cut": read.cut})
-    result = check_stream_ends_within(read, REQUIRED_MAX_TOKENS,
-                                      "for a call forced by tool_choice 'required'")
+        with unfinished_is_invalid(inferaccept_evidence):
+            try:
+                raw = read_paced(_capped(resp.iter_bytes(), max_bytes, sent), max_tokens=REQUIRED_MAX_TOKENS,
+                                 pace=pace, started=sent)
+            except CheckFailed as exc:
+                fail(f"{situation} with max_tokens={REQUIRED_MAX_TOKENS}, the stream did not end: "
+                     f"{exc.title} (SGLang #13514)", exc.detail)
+    read = BoundedRead(raw, time.monotonic() - sent, None)
+    inferaccept_evidence.record("stream", {"bytes": len(read.raw), "seconds": round(read.seconds, 3)})
+    result = check_stream_ends_within(read, REQUIRED_MAX_TOKENS, situation)
     inferaccept_evidence.record("finish_reason", result.finish_reason)
 
 
 @pytest.mark.capability("tool_choice_required")
 @pytest.mark.parametrize("stream", MODES)
 def test_tool_call_cut_by_max_tokens_reports_length(http_client: httpx.Client, model: str, stream: bool,
-                                                    inferaccept_evidence: Evidence) -> None:
+                                                    inferaccept_evidence: Evidence, pace: Pace) -> None:
     # Three tokens cannot hold a call with two required arguments in any tokenizer, so the forced
     # call is always cut: finish_reason must say so (vLLM #58228 reported tool_calls).
-    result = chat(http_client, _body(model, ASK_WEATHER, "required", max_tokens=3), stream)
+    with unfinished_is_invalid(inferaccept_evidence):
+        result = chat(http_client, _body(model, ASK_WEATHER, "required", max_tokens=3), stream, pace)
     inferaccept_evidence.record("cut_answer", result.message)
     check_finish_reason(result, ["length"], "for a forced tool call cut by max_tokens=3")
