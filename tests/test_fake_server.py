@@ -69,3 +69,13 @@ def test_invalid_requests_get_the_openai_error_envelope(fake_server: FakeServer)
 def test_unknown_fault_names_are_rejected_naming_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown fault.*known: health_lies"):
         validate_faults(["made_up"])
+
+
+@pytest.mark.parametrize("temperature", [None, 0])
+def test_a_prompt_with_a_lone_surrogate_is_answered(fake_server: FakeServer, temperature: int | None) -> None:
+    # A JSON escape for a lone UTF-16 surrogate, as the robustness catalogue sends it.
+    body = ('{"model": "fake-chat", "max_tokens": 2, "messages": [{"role": "user", "content": "a\\ud800b"}]'
+            + ("" if temperature is None else f', "temperature": {temperature}') + "}")
+    with httpx.Client(base_url=fake_server.url) as client:
+        resp = client.post("/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 200, resp.text

@@ -20,7 +20,9 @@ def make_rng(prompt: str, *, temperature: float, seed: int | None, choice: int =
     """A generator seeded by the prompt (and seed) when sampling is reproducible, else random."""
     if temperature == 0 or seed is not None:
         key = f"{prompt}\x00{seed}\x00{choice}\x00{temperature if seed is not None else 0}"
-        return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+        # surrogatepass: a prompt may hold a lone surrogate (the robustness catalogue sends one)
+        return random.Random(int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:8],
+                                            "big"))
     return random.Random()
 
 
