@@ -756,15 +756,38 @@ def _account(result: LoadResult) -> _Account:
 
     measured = [r for r in result.records if not r.warmup and not r.harness_error]
     late = _late_workers(result) if result.client_bound else {}
-    excused = sum(1 for r in measured if r.error in CLIENT_CLOCKED and r.worker in late)
+    spec = result.run.spec
+    request_limit = _seconds(spec.get("request_timeout"))
+    limits = {"stall": _seconds(spec.get("stall_timeout")) or request_limit, "timeout": request_limit}
+    excused = sum(1 for r in measured if r.error in CLIENT_CLOCKED and r.worker in late
+                  and _lateness_explains(late[r.worker][1], limits.get(str(r.error))))
     roomless = [r for r in measured if r.ok and r.first_content is None and r.finish_reason == "length"]
     return _Account(failed=result.summary.counts.failed - excused, excused=excused,
-                    late=next(iter(late.values()), ""), no_room=len(roomless),
+                    late=next(iter(why for why, _ in late.values()), ""), no_room=len(roomless),
                     max_tokens=max((r.max_tokens for r in roomless if r.max_tokens), default=None))
 
 
-def _late_workers(result: LoadResult) -> dict[int, str]:
-    """The worker processes whose own clock ran late (event loop, schedule, CPU), with how."""
+EXPLAINS_SHARE = 0.5
+"""A client late by at least this share of the limit that fired (the stall or request timeout) can
+have caused the failure; a lateness far below it cannot (46 ms of loop lag does not make a 1 s
+silence look longer than a 0.3 s stall limit)."""
+
+
+def _seconds(value: object) -> float | None:
+    """A positive limit in seconds from a run's spec, or None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
+
+
+def _lateness_explains(delay: float | None, limit: float | None) -> bool:
+    """Can a client late by `delay` seconds have decided a failure at `limit`? Unknown either way: yes."""
+    return delay is None or limit is None or delay >= EXPLAINS_SHARE * limit
+
+
+def _late_workers(result: LoadResult) -> dict[int, tuple[str, float | None]]:
+    """The worker processes whose own clock ran late (event loop, schedule, CPU), with how, and by how
+    many seconds at p99 (None: late by its CPU share, not a delay)."""
     from pytest_inferaccept.stats.selfcheck import SelfCheck, Thresholds, lateness
 
     try:
@@ -774,15 +797,17 @@ def _late_workers(result: LoadResult) -> dict[int, str]:
     th = Thresholds()
     loads = check.workers or (check.total,)
     workers = {r.worker for r in result.records}
-    out: dict[int, str] = {}
+    out: dict[int, tuple[str, float | None]] = {}
     for load in loads:
         late = lateness(load, th)  # the self-check's own thresholds, so both say the same of a worker
         why = (f"the client's event loop ran {late['loop'] * 1000:.0f} ms late at p99" if "loop" in late else
                f"the client sent requests {late['schedule'] * 1000:.0f} ms late at p99" if "schedule" in late
                else f"the client used {late['cpu']:.0%} of a CPU core" if "cpu" in late else "")
+        delay = late.get("loop", late.get("schedule"))
         if why:
             # The total speaks for every worker; a listed worker for its own requests.
-            out.update({w: why for w in workers} if load.worker is None else {load.worker: why})
+            entry = (why, None if delay is None else float(delay))
+            out.update({w: entry for w in workers} if load.worker is None else {load.worker: entry})
     return out
 
 

@@ -76,3 +76,12 @@ def test_a_prompt_score_is_the_mean_delta_before_the_answers_part_or_a_real_chan
     assert found is not None and found.real_change and abs(found.mean_abs_delta - 0.05) < 1e-9
     assert score(a, a) == Score(real_change=False, mean_abs_delta=0.0)
     assert score(a, None) is None
+
+
+def test_a_server_whose_every_answer_parts_at_a_real_change_is_found_and_says_so() -> None:
+    parted = [Score(real_change=True, mean_abs_delta=0.0)] * PROMPTS
+    same = [Score(real_change=False, mean_abs_delta=0.0)] * PROMPTS
+    verdict = judge_drift(parted, same)
+    assert verdict.status == "found" and verdict.real_excess == PROMPTS
+    assert "no prompt matched on both sides; 200 prompts part from the baseline" in verdict.message
+    assert "chat-template" in verdict.message

@@ -62,11 +62,12 @@ def _selfcheck(*, loop_lag_p99: float = 0.001, asked: int = 4) -> dict[str, Any]
 
 
 def _result(records: list[RequestRecord], slo: SloSpec | None, *, loop_lag_p99: float = 0.001,
-            client_check: str = "strict") -> LoadResult:
-    """A judged LoadResult over these records, as `loadgen` builds one."""
+            client_check: str = "strict", **limits: float) -> LoadResult:
+    """A judged LoadResult over these records, as `loadgen` builds one (`limits`: request_timeout,
+    stall_timeout in the run's spec)."""
     window = (0.0, max(r.end for r in records))
     check = _selfcheck(loop_lag_p99=loop_lag_p99)
-    run = LoadRun(spec={"concurrency": 4}, records=records, window=window, selfcheck=check,
+    run = LoadRun(spec={"concurrency": 4, **limits}, records=records, window=window, selfcheck=check,
                   server_metrics={}, stopped_by="requests")
     summary = summarize(records, window, slo=slo)
     return LoadResult(label="t", run=run, summary=summary, slo=slo,
@@ -323,6 +324,16 @@ def test_timeouts_measured_while_the_clients_loop_ran_late_are_invalid_not_the_s
     assert verdict.title == "the client was the bottleneck, so the run cannot judge the server"
     assert ("80 of 120 measured requests timed out, stalled or were cut by the run's end while the client's "
             "event loop ran 459 ms late at p99: the client's own clock decided them") in verdict.message
+
+
+def test_stalls_far_longer_than_the_clients_lateness_stay_the_servers_failures() -> None:
+    # 46 ms of loop lag cannot make a second of silence look longer than a 0.3 s stall limit.
+    records = [_answer(i, error="stall" if i % 3 else None) for i in range(120)]
+    slo = _slo(ttft_p95=0.5, error_rate=0.05)
+    late = _result(records, slo, loop_lag_p99=0.046, stall_timeout=0.3, request_timeout=5.0)
+    assert judge([late], slo, from_marker=True).status == "fail"
+    starved = _result(records, slo, loop_lag_p99=0.459, stall_timeout=0.3, request_timeout=5.0)
+    assert judge([starved], slo, from_marker=True).status == "invalid"
 
 
 def test_the_same_failures_answered_by_the_server_stay_its_conclusive_failures() -> None:

@@ -115,15 +115,18 @@ def judge_drift(cross: Sequence[Score | None], own: Sequence[Score | None], *,
     drifted = p_matched < alpha / 2 and excess is not None and excess > tolerance
     parted = p_real < alpha / 2 and real_excess >= max(1, math.ceil(REAL_EXCESS * n))
     p = min(p_matched, p_real)
-    figures = (f"mean |Δ logprob| {'n/a' if excess is None else f'{excess:+.4f}'} nats beyond the server's "
-               f"own drift (tolerance {tolerance:g}): {farther} of {len(matched)} prompts matched on both "
-               f"sides sit farther from the baseline than the second pass from the first, {nearer} nearer "
-               f"(sign test p = {p_matched:.2g}); {only_cross} prompts part from the baseline at a non-tie "
-               f"where the second pass did not, {only_own} the other way (p = {p_real:.2g})")
+    matched_words = ("no prompt matched on both sides" if excess is None else
+                     f"mean |Δ logprob| {excess:+.4f} nats beyond the server's own drift (tolerance "
+                     f"{tolerance:g}): {farther} of {len(matched)} prompts matched on both sides sit farther "
+                     f"from the baseline than the second pass from the first, {nearer} nearer (sign test p = "
+                     f"{p_matched:.2g})")
+    figures = (f"{matched_words}; {only_cross} prompts part from the baseline at a non-tie where the second "
+               f"pass did not, {only_own} the other way (p = {p_real:.2g})")
     if drifted or parted:
-        return DriftVerdict("found", f"logprob drift found: {figures}. The numerics changed (a quantization, "
-                            "kernel or tokenizer change) beyond the server's own noise, even if the accuracy "
-                            "did not", n, farther, nearer, p, excess, real_excess, tolerance)
+        return DriftVerdict("found", f"logprob drift found: {figures}. The greedy answers moved beyond the "
+                            "server's own noise (a quantization, kernel, tokenizer or chat-template change), "
+                            "even where the accuracy did not", n, farther, nearer, p, excess, real_excess,
+                            tolerance)
     why = "within the server's own noise" if p >= alpha / 2 else "significant but within the tolerance"
     return DriftVerdict("not_found", f"no logprob drift beyond the tolerance ({why}): {figures}", n, farther,
                         nearer, p, excess, real_excess, tolerance)
