@@ -10,11 +10,10 @@ before every run).
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from pytest_inferaccept._lazy import lazy_names
+from pytest_inferaccept._version import __version__
 
 _EXPORTS: dict[str, str] = {
     # the loadgen fixture and what a run gives back
@@ -59,22 +58,9 @@ if TYPE_CHECKING:
     from pytest_inferaccept.stats.summary import LoadSummary
 
 
-def _lazy_names(package: str, exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """The package's `__getattr__`: a name of `exports` is imported from its module on first use and
-    kept in `namespace` (the package's globals), so later lookups are plain attribute reads."""
-
-    def __getattr__(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        namespace[name] = value
-        return value
-
-    return __getattr__
-
-
-__getattr__ = _lazy_names(__name__, _EXPORTS, globals())
+# Nothing in the package imports this facade: the rooms take the helper and the version from
+# their own modules, so the facade stays above every room and outside every import cycle.
+__getattr__ = lazy_names(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

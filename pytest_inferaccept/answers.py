@@ -31,10 +31,6 @@ class AnswerPrompt:
     embed: str | None = None
     """Text to embed as well (None: this prompt has no embedding input)."""
 
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form (the prompt is kept with its answer, so a reader sees what was asked)."""
-        return {"id": self.id, "messages": [dict(m) for m in self.messages], "max_tokens": self.max_tokens}
-
 
 def _user(pid: str, text: str, *, embed: bool = True) -> AnswerPrompt:
     return AnswerPrompt(id=pid, messages=({"role": "user", "content": text},), embed=text if embed else None)

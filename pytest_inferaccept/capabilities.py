@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import Probe as ProbeResult
+
+__all__ = ["CAPABILITIES", "DEFAULT_REQUIRED", "ProbeResult", "ProbeStatus", "exercised_by_load",
+           "parse_capability_list"]
+
+
+def __getattr__(name: str) -> Any:
+    """`ProbeResult` is the run model's `Probe`, imported when first asked for (pydantic is not loaded
+    before)."""
+    if name == "ProbeResult":
+        from pytest_inferaccept.model import Probe
+
+        return Probe
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 CAPABILITIES: dict[str, str] = {
     "chat": "POST /v1/chat/completions answers a plain chat request",
@@ -52,21 +67,6 @@ def exercised_by_load(kind: str | None, *, answered: int, with_usage: int = 0) -
     if kind in ("completions", "embeddings"):
         return (kind,)
     return ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProbeResult:
-    """What one minimal probe request showed about a capability."""
-
-    capability: str
-    status: ProbeStatus
-    detail: str
-    transient: bool = False
-    """The probe's request failed in transport (refused, reset): not kept for the session."""
-
-    def to_json(self) -> dict[str, str]:
-        """Return a JSON-serialisable form."""
-        return {"capability": self.capability, "status": self.status, "detail": self.detail}
 
 
 def parse_capability_list(text: str) -> tuple[str, ...]:

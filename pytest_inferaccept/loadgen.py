@@ -10,22 +10,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_inferaccept.capacity.runner import (
+    CAPACITY_NEEDS_FLAG,
+    RECOVERY_NEEDS_LAUNCH,
+    CapacityRunner,
+    SoakPlan,
+    SweepPlan,
+    context_window,
+)
 from pytest_inferaccept.markers import SloSpec
 from pytest_inferaccept.run.load import LoadResult
-from pytest_inferaccept.server import ServerUnderTest
+from pytest_inferaccept.run.testload import (
+    LoadInputError,
+    NotApplicable,
+    TestLedger,
+    client_check,
+    load_result,
+)
 from pytest_inferaccept.settings import Settings
 
 if TYPE_CHECKING:
     from typing_extensions import TypedDict, Unpack
 
-    from pytest_inferaccept.capacity.sampler import Sampler
     from pytest_inferaccept.capacity.scenarios import CapacityResult
     from pytest_inferaccept.load import LoadRun, LoadSpec, Workload
-    from pytest_inferaccept.stats.slo import SloRow
+    from pytest_inferaccept.server import ServerUnderTest
+    from pytest_inferaccept.stats.slo import SloEvaluation, SloRow
 
 
 if TYPE_CHECKING:
@@ -51,75 +65,27 @@ if TYPE_CHECKING:
         extra_body: dict[str, Any] | None
 
 
-class LoadInputError(ValueError):
-    """A load that could not start: a malformed trace, an impossible schedule (nothing was sent)."""
+__all__ = ["CAPACITY_NEEDS_FLAG", "RECOVERY_NEEDS_LAUNCH", "LoadGen", "LoadInputError", "NotApplicable",
+           "SloJudgement", "SoakPlan", "SweepPlan", "TestLedger", "client_check", "context_window", "judge"]
 
 
-def _quiet(_: str) -> None:
-    return None
-
-
-@dataclass
-class TestLedger:
-    """One test's load: its judged runs and scenarios, and the session's records and history."""
-
-    __test__ = False  # not a test class, whatever its name
-
-    runs: list[LoadResult] = field(default_factory=list)
-    """The test's load runs, judged together against its SLO when the test ends."""
-    scenarios: list[CapacityResult] = field(default_factory=list)
-    """The test's capacity scenarios, each judged as one."""
-    records: list[tuple[str, Any]] = field(default_factory=list)
-    """(label, LoadRun) of every run of the session, steps of scenarios included (--inferaccept-records)."""
-    history: list[CapacityResult] = field(default_factory=list)
-    """Every capacity scenario of the session so far (a sweep or a soak reads the ladder's knee)."""
-    say: Callable[[str], None] = _quiet
-    """A progress line for the user (hidden under -q)."""
-    mark_invalid: Callable[[str], None] = _quiet
-    """The test cannot judge the server (a load that could not start): its evidence says why."""
-
-    def keep(self, result: LoadResult) -> None:
-        """A judged run: the test's, and its records the session's."""
-        self.runs.append(result)
-        self.records.append((result.label, result.run))
-
-    def keep_records(self, label: str, run: Any) -> None:
-        """The records of a run no SLO judges alone (a capacity step, an interrupted run)."""
-        self.records.append((label, run))
-
-    def keep_scenario(self, result: CapacityResult) -> None:
-        """A capacity scenario: the test's, and the session's history."""
-        self.scenarios.append(result)
-        if self.history is not self.scenarios:
-            self.history.append(result)
-
-
-class NotApplicable(Exception):
-    """This test does not apply to this run (no --capacity, no launched server): the plugin skips
-    it with the message, as `pytest.skip` would, without the load code knowing pytest."""
-
-
-class LoadGen:
+class LoadGen(CapacityRunner):
     """Runs load against the server under test; `run(...)` returns a LoadResult (`arun` in async tests).
 
     The test's `@pytest.mark.slo` (else the session's --slo / --slo-profile) judges every run
-    when the test ends; without any SLO the runs are measured and recorded, not judged.
+    when the test ends; without any SLO the runs are measured and recorded, not judged. The
+    capacity scenarios (`ladder`, `sweep`, `soak`, ...) are the capacity runner's (capacity/runner.py).
     """
 
     def __init__(self, *, server: ServerUnderTest, settings: Settings, slo: SloSpec | None,
                  label: str, ledger: TestLedger | None = None, launched_pid: int | None = None,
                  restart: Callable[[], dict[str, Any]] | None = None,
                  reasons: Callable[[], bool] | None = None) -> None:
-        self.server = server
-        self.settings = settings
-        self.slo = slo
-        self.label = label
-        self.ledger = ledger if ledger is not None else TestLedger()
+        ledger = ledger if ledger is not None else TestLedger()
         """Where this test's runs and scenarios go (the session's lists behind it)."""
-        self._say = self.ledger.say
-        self._launched_pid = launched_pid
-        self._restart = restart
-        """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
+        super().__init__(server=server, settings=settings, slo=slo, label=label, ledger=ledger,
+                         checked_spec=self._checked_spec, result=self._result, launched_pid=launched_pid,
+                         restart=restart)
         self._reasons = reasons
         """Whether the server is seen to reason (the session's probe); None: not known, not asked."""
         self.reasoning_note = ""
@@ -127,15 +93,9 @@ class LoadGen:
         self._default_chat = False
         """The last spec's workload is the default chat workload (sized for reasoning where seen)."""
         self.results: list[LoadResult] = self.ledger.runs
-        self._from_knee: dict[str, Any] = {}
-        """Soak bases derived from a ladder's knee, with that knee (its certainty travels along)."""
-        self._rates_knee: tuple[tuple[float, ...], Any] | None = None
-        """The rates rates_around_knee() last derived from a ladder's knee, with that knee."""
         self.sized = ""
         """Why the last default-sized run asked for more requests than --load-requests' default."""
         self.capacity: list[CapacityResult] = self.ledger.scenarios
-        self.history: list[CapacityResult] = self.ledger.history
-        """Every capacity scenario of the session so far (the sweep and the soak read the ladder's)."""
 
     def _spec(self, *, concurrency: int | None = None, rate: float | None = None,
              requests: int | None = None, duration: float | None = None,
@@ -164,7 +124,8 @@ class LoadGen:
                     self.sized = f"sized from the SLO: {plan.planned_words()}"
         s = self.settings
         model = self.server.embedding_model if kind == "embeddings" else self.server.model
-        base = self.server.embedding_url if kind == "embeddings" else self.server.base_url
+        embeddings_base = self.server.embedding_url or self.server.base_url
+        base = embeddings_base if kind == "embeddings" else self.server.base_url
         return LoadSpec(
             base_url=base, model=model or self.server.model, api_key=s.api_key, kind=kind,
             concurrency=concurrency, rate=rate, replay=replay, burstiness=burstiness,
@@ -254,15 +215,8 @@ class LoadGen:
 
     def _result(self, run: LoadRun, label: str) -> LoadResult:
         """The run's statistics, its SLO evaluation and the client's account of itself."""
-        from pytest_inferaccept.stats import bottleneck_reasons, evaluate, summarize
-
-        run.selfcheck = client_check(run)
-        summary = summarize(run.records, run.window, slo=self.slo)
-        evaluation = (evaluate(summary, self.slo, point_estimate=self.settings.load.judge_on_point)
-                      if self.slo is not None else None)
-        return LoadResult(label=label, run=run, summary=summary, slo=self.slo, evaluation=evaluation,
-                          client_bound=bottleneck_reasons(run.selfcheck),
-                          client_check=self.settings.load.client_check)
+        return load_result(run, label, slo=self.slo, point=self.settings.load.judge_on_point,
+                           client_check_mode=self.settings.load.client_check)
 
     def _finish(self, run: LoadRun) -> LoadResult:
         label = self.label if not self.results else f"{self.label}#{len(self.results) + 1}"
@@ -285,353 +239,6 @@ class LoadGen:
                       f"client's own code (not counted against the server); the first traceback:\n"
                       f"{first.error_detail}")
         return result
-
-    # -- capacity scenarios: many bounded steps, judged as one scenario, not as separate runs --
-
-    def _measure(self, tag: str, **kwargs: Any) -> LoadResult:
-        """One step of a capacity scenario: run and summarize it, keep its records, judge nothing."""
-        from pytest_inferaccept.load import LoadInterrupted, run_load
-
-        label = f"{self.label}[{tag}]"
-        spec = self._checked_spec(kwargs)
-        try:
-            run = run_load(spec)
-        except LoadInterrupted as stopped:
-            self.ledger.keep_records(label, stopped.run)  # what was measured is kept
-            raise
-        self.ledger.keep_records(label, run)
-        return self._result(run, label)
-
-    def _sampler(self, interval: float = 1.0) -> Sampler:
-        """Telemetry beside a scenario: /metrics gauges, the launched process's memory, GPUs."""
-        from pytest_inferaccept.capacity.sampler import Sampler
-
-        return Sampler(base_url=self.server.base_url, api_key=self.settings.api_key, interval=interval,
-                       pid=self._launched_pid, gpu_command=self.settings.capacity.gpu_telemetry)
-
-    def _alive(self, timeout: float | None = None) -> tuple[bool, str]:
-        """Does the server answer a one-token chat request within `timeout` (default: the request timeout)?"""
-        from pytest_inferaccept.http import client_for
-
-        body = {"model": self.server.model, "max_tokens": 1,
-                "messages": [{"role": "user", "content": "Say OK."}]}
-        try:
-            with client_for(self.settings, self.server.base_url, read_timeout=timeout) as client:
-                resp = client.post("/v1/chat/completions", json=body)
-        except Exception as exc:
-            return False, f"{type(exc).__name__}: {str(exc)[:200]}"
-        if resp.status_code != 200:
-            return False, f"HTTP {resp.status_code}"
-        return True, f"HTTP 200 in {resp.elapsed.total_seconds():.2f} s"
-
-    def _record(self, result: CapacityResult) -> CapacityResult:
-        self.ledger.keep_scenario(result)
-        self._say(f"inferaccept: {result.kind} {self.label}: {result.status.upper()}: {result.headline}")
-        return result
-
-    def ladder(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
-               duration: float | None = None, settle: int | None = None, min_concurrency: int | None = None,
-               workload: str | Path | Workload | None = None) -> CapacityResult:
-        """Closed loop at each concurrency level until the breaker: knee and highest SLO-compliant level."""
-        from pytest_inferaccept.capacity.ladder import ladder
-
-        cap = self.settings.capacity
-        return self._record(ladder(
-            self._measure, self._sampler(), levels=tuple(levels or cap.ladder),
-            requests=requests or self._step_requests(), duration=duration or cap.step_duration,
-            settle=cap.settle if settle is None else settle, slo=self.slo,
-            breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
-            min_level=min_concurrency or cap.min_concurrency, label=self.label, workload=workload,
-            say=self._say))
-
-    def _step_requests(self) -> int:
-        """Requests per capacity step: --capacity-step-requests, else the count the SLO plans for; says up
-        front what the step's time bound and a too small count do to the SLO (docs/capacity.md)."""
-        cap = self.settings.capacity
-        if self.slo is None:
-            return cap.step_requests
-        from pytest_inferaccept.stats.plan import plan_run
-
-        plan = plan_run(self.slo, point_estimate=self.settings.load.judge_on_point)
-        requests = cap.step_requests if cap.step_requests_given else max(cap.step_requests, plan.planned)
-        short = plan.refusal(requests)
-        bound = plan.time_words(requests, cap.step_duration, None, option="--capacity-step-duration")
-        if cap.step_requests_given:
-            head = f"inferaccept: capacity steps of --capacity-step-requests {requests}"
-            if short:
-                self._say(f"{head}: {short}; no level can pass the SLO")
-            elif bound:
-                self._say(f"{head}: each step {bound}")
-        elif requests > cap.step_requests:
-            self._say(f"inferaccept: capacity steps sized from the SLO (each step): {plan.planned_words()}"
-                      + (f"; each step {bound}" if bound else ""))
-        return requests
-
-    def sweep(self, rates: list[float] | tuple[float, ...] | None = None, *, requests: int | None = None,
-              duration: float | None = None, min_rate: float | None = None,
-              workload: str | Path | Workload | None = None) -> CapacityResult:
-        """Open loop (Poisson) at each rate: the highest rate meeting the SLOs, achieved vs asked rates."""
-        from pytest_inferaccept.capacity.sweep import sweep
-
-        cap = self.settings.capacity
-        chosen = tuple(rates or cap.sweep_rates or (1.0, 2.0, 4.0, 8.0))
-        knee = self._rates_knee[1] if self._rates_knee and self._rates_knee[0] == chosen else None
-        return self._record(sweep(
-            self._measure, self._sampler(), rates=chosen, requests=requests or self._step_requests(),
-            duration=duration or cap.step_duration, slo=self.slo, breaker_errors=cap.breaker_error_rate,
-            breaker_latency_s=cap.breaker_latency, min_rate=min_rate, label=self.label, workload=workload,
-            knee=knee, say=self._say))
-
-    def soak(self, *, concurrency: int, duration: float, basis: str = "as asked",
-             workload: str | Path | Workload | None = None) -> CapacityResult:
-        """A long run at one concurrency: latency drift, memory growth, error onset, projected to the horizon.
-
-        The horizon and the memory the server has come from --soak-horizon and --memory-limit.
-        """
-        from pytest_inferaccept.capacity.soak import soak
-
-        cap = self.settings.capacity
-        # At least 60 memory samples, so that each third of a short soak can be judged on its own.
-        interval = min(1.0, max(0.2, duration / 60))
-        return self._record(soak(
-            self._measure, self._sampler(interval), concurrency=concurrency, duration=duration, slo=self.slo,
-            drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance, alpha=0.01,
-            label=self.label, workload=workload, basis=basis, knee=self._from_knee.get(basis),
-            horizon=cap.soak_horizon, memory_limit=cap.memory_limit, say=self._say))
-
-    def push(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
-             duration: float | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
-        """Raise concurrency until errors or latency cross the breaker; graceful shedding or a fall?"""
-        from pytest_inferaccept.capacity.push import push
-
-        cap = self.settings.capacity
-        chosen = tuple(levels or _doubling(max(cap.ladder), cap.push_max))
-        return self._record(push(
-            self._measure, self._alive, levels=chosen, requests=requests or 40,
-            duration=duration or cap.step_duration, breaker_errors=cap.breaker_error_rate,
-            breaker_latency_s=cap.breaker_latency, request_timeout=self.settings.request_timeout,
-            label=self.label, workload=workload, say=self._say))
-
-    def push_length(self, lengths: list[int] | tuple[int, ...] | None = None, *,
-                    requests: int = 3) -> CapacityResult:
-        """Prompts of growing length past the context window: refused cleanly, or not?"""
-        from pytest_inferaccept.capacity.push_length import push_length
-
-        window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        top = int(window * 1.5) if window else 8192
-        chosen = tuple(lengths or _doubling(128, top, include_top=True))
-        return self._record(push_length(
-            self._measure, self._alive, lengths=chosen, context_window=window, requests=requests,
-            duration=self.settings.capacity.step_duration, request_timeout=self.settings.request_timeout,
-            label=self.label, say=self._say))
-
-    def lengths(self, *, input_buckets: list[str] | tuple[str, ...] | None = None,
-                output_buckets: list[str] | tuple[str, ...] | None = None, requests: int = 16,
-                concurrency: int = 2, duration: float | None = None) -> CapacityResult:
-        """Latency per input and per output length bucket (short … very long, within the context window)."""
-        from pytest_inferaccept.capacity.lengths import lengths
-
-        window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        return self._record(lengths(
-            self._measure, self._sampler(), context_window=window,
-            input_buckets=tuple(input_buckets or ("short", "medium", "long", "very_long")),
-            output_buckets=tuple(output_buckets or ("short", "medium", "long")), requests=requests,
-            concurrency=concurrency, duration=duration or self.settings.capacity.step_duration,
-            label=self.label, say=self._say))
-
-    def interference(self, *, concurrency: int = 4, requests: int = 32, long_tokens: int | None = None,
-                     long_share: float = 0.25, short_tokens: int = 64, threshold: float = 2.0,
-                     max_ratio: float | None = None, duration: float | None = None) -> CapacityResult:
-        """Short prompts' TTFT alone vs mixed with long prompts; fails only past `max_ratio` (p95)."""
-        from pytest_inferaccept.capacity.effects import usable_input
-        from pytest_inferaccept.capacity.interference import interference
-
-        window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        usable = usable_input(window, 32)
-        return self._record(interference(
-            self._measure, self._sampler(), concurrency=concurrency, requests=requests,
-            duration=duration or self.settings.capacity.step_duration, short_tokens=short_tokens,
-            long_tokens=long_tokens or (min(4096, usable) if usable else 1536), long_share=long_share,
-            output_tokens=32, threshold=threshold, max_ratio=max_ratio, label=self.label, say=self._say))
-
-    def prefix_cache(self, *, prefix_tokens: int | None = None, requests: int = 24, concurrency: int = 2,
-                     duration: float | None = None) -> CapacityResult:
-        """TTFT with one shared long prefix vs unique prompts, beside the server's prefix-cache counters."""
-        from pytest_inferaccept.capacity.effects import usable_input
-        from pytest_inferaccept.capacity.prefix_cache import prefix_cache
-
-        window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        usable = usable_input(window, 16)
-        return self._record(prefix_cache(
-            self._measure, self._sampler(), concurrency=concurrency, requests=requests,
-            duration=duration or self.settings.capacity.step_duration,
-            prefix_tokens=prefix_tokens or (max(128, min(2048, usable - 64)) if usable else 1024),
-            suffix_tokens=64, output_tokens=16, label=self.label, say=self._say))
-
-    def multi_turn(self, *, conversations: int = 8, turns: int = 6, concurrency: int = 8,
-                   user_tokens: int = 96, answer_tokens: int = 64,
-                   duration: float | None = None) -> CapacityResult:
-        """Conversations resending their history each turn: TTFT per turn index."""
-        from pytest_inferaccept.capacity.multi_turn import multi_turn
-
-        window = self.settings.capacity.context_window or context_window(self.server.version_info)
-        return self._record(multi_turn(
-            self._measure, self._sampler(), conversations=conversations, turns=turns, concurrency=concurrency,
-            user_tokens=user_tokens, answer_tokens=answer_tokens, context_window=window,
-            duration=duration or self.settings.capacity.step_duration, label=self.label, say=self._say))
-
-
-    def _last_ladder(self) -> CapacityResult | None:
-        return next((r for r in reversed(self.history) if r.kind == "ladder" and r.steps), None)
-
-    def rates_around_knee(self) -> tuple[tuple[float, ...], str]:
-        """Sweep rates around the last ladder's knee (its request rate × 0.25 … 1.25), and why."""
-        cap = self.settings.capacity
-        if cap.sweep_rates:
-            return cap.sweep_rates, "--sweep-rates"
-        ladder = self._last_ladder()
-        if ladder is not None:
-            level = ladder.findings["knee"]["level"] or ladder.steps[-1]["level"]
-            row = next(r for r in ladder.steps if r["level"] == level)
-            rate = row.get("request_rate_per_s")
-            if rate:
-                rates = tuple(sorted({round(rate * f, 2) for f in (0.25, 0.5, 0.75, 1.0, 1.25)} - {0.0}))
-                where = "knee" if ladder.findings["knee"]["level"] else "top level (no knee)"
-                knee = ladder.findings["knee"]
-                self._rates_knee = (rates, knee) if knee["level"] else None
-                return rates, f"around the ladder's {where}: {rate:.2f} requests/s at c={level:g}"
-        return (1.0, 2.0, 4.0, 8.0), "default rates (no ladder ran before the sweep)"
-
-    def soak_level(self) -> tuple[int, str]:
-        """The soak's concurrency and where it came from (--soak-concurrency, else a share of the knee)."""
-        cap = self.settings.capacity
-        if cap.soak_concurrency:
-            return cap.soak_concurrency, "--soak-concurrency"
-        ladder = self._last_ladder()
-        if ladder is not None:
-            knee = ladder.findings["knee"]["level"]
-            if knee:
-                c = max(1, round(cap.soak_fraction * knee))
-                basis = f"{cap.soak_fraction:g} × the ladder's knee at c={knee:g}"
-                self._from_knee[basis] = ladder.findings["knee"]  # the soak says when it is unconfirmed
-                return c, basis
-            best = ladder.findings.get("max_slo_level")
-            if best:
-                c = max(1, round(cap.soak_fraction * best))
-                return c, f"{cap.soak_fraction:g} × the highest SLO-compliant level c={best:g} (no knee)"
-        return self.settings.load.concurrency, "--load-concurrency (no ladder knee known)"
-
-    def require_capacity(self) -> None:
-        """Skip the test unless the run asked for the capacity scenarios (--capacity)."""
-        if not self.settings.capacity.enabled:
-            raise NotApplicable(CAPACITY_NEEDS_FLAG)
-
-    def recovery(self, concurrency: int | None = None, duration: float = 20.0,
-                 kill_after: float = 3.0) -> CapacityResult:
-        """Kill the launched server `kill_after` s into a load and restart it: time to ready, requests lost.
-
-        Skips the test when the plugin did not launch the server (--server-cmd or --server-preset).
-        """
-        if self._restart is None:
-            raise NotApplicable(RECOVERY_NEEDS_LAUNCH)
-        from pytest_inferaccept.capacity.recovery import recovery
-
-        return self._record(recovery(
-            self._measure, self._alive, self._restart,
-            concurrency=concurrency or self.settings.load.concurrency, duration=duration,
-            kill_after=kill_after, request_timeout=self.settings.request_timeout, label=self.label,
-            say=self._say))
-
-
-RECOVERY_NEEDS_LAUNCH = ("failure recovery needs a server the plugin launched "
-                         "(--server-cmd or --server-preset)")
-"""Why `loadgen.recovery()` skips against a server the plugin did not start."""
-CAPACITY_NEEDS_FLAG = "capacity scenarios run with --capacity (they take minutes)"
-"""Why the bundled capacity tests skip in a run that did not ask for them."""
-
-
-def _doubling(start: int, top: int, *, include_top: bool = False) -> list[int]:
-    """start, 2*start, 4*start, ... up to top (and top itself when asked)."""
-    out = []
-    level = max(1, start)
-    while level <= top:
-        out.append(level)
-        level *= 2
-    if include_top and (not out or out[-1] != top):
-        out.append(top)
-    return out
-
-
-def context_window(info: Any) -> int | None:
-    """The context window a server reports about itself (vLLM max_model_len, llama.cpp n_ctx)."""
-    if isinstance(info, dict):
-        for key in ("max_model_len", "n_ctx", "max_input_tokens", "context_length"):
-            value = info.get(key)
-            if isinstance(value, int) and value > 0:
-                return value
-        for value in info.values():
-            found = context_window(value)
-            if found:
-                return found
-    if isinstance(info, list):
-        for value in info:
-            found = context_window(value)
-            if found:
-                return found
-    return None
-
-
-def client_check(run: LoadRun) -> dict[str, Any]:
-    """The engine's account of itself in the shape the statistics judge (stats.SelfCheck).
-
-    Achieved concurrency is taken over the steady stretch (from the asked-th send to the last
-    send): the ramp-up and the drain of a bounded run say nothing about whether the client kept
-    up. The engine's own figures stay under "engine".
-    """
-    from pytest_inferaccept.stats import steady_concurrency
-
-    raw = run.selfcheck
-    if "total" in raw and "mode" in raw:
-        return raw  # already in the statistics' shape
-    engine_workers = list(raw.get("per_worker") or [])
-    # Trace replay at recorded arrival times is judged like an open loop: a rate, not slots.
-    is_open = any(w.get("mode") in ("open", "replay") for w in engine_workers) or run.spec.get("rate")
-    mode = "open" if is_open else "closed"
-
-    def lag(entry: Any) -> dict[str, Any] | None:
-        if not isinstance(entry, dict) or entry.get("p99") is None:
-            return None
-        return {"p50": entry.get("p50"), "p99": entry.get("p99"), "max": entry.get("max")}
-
-    # Ray actors (--load-cluster): which node each worker ran on, and whether it died mid-run.
-    actors = {a.get("worker"): a for a in (raw.get("cluster") or {}).get("workers") or []}
-
-    def load_of(entry: dict[str, Any], records: list[Any], asked: Any) -> dict[str, Any]:
-        achieved = entry.get("achieved_concurrency")
-        if mode == "closed" and isinstance(asked, (int, float)):
-            # Measured requests only: the pause between warm-up and measurement is not the client's.
-            steady = steady_concurrency([(r.send, r.end) for r in records if not r.warmup], int(asked))
-            achieved = steady if steady is not None else achieved
-        return {"worker": entry.get("worker"), "asked_concurrency": asked if mode == "closed" else None,
-                "achieved_concurrency": achieved if mode == "closed" else None,
-                # Against the rate the Poisson draw scheduled, not the nominal one: a short run's
-                # arrivals vary around the nominal rate by chance, not because the client lagged.
-                "asked_rate": entry.get("scheduled_rate") or entry.get("asked_rate"),
-                "achieved_rate": entry.get("achieved_rate"),
-                "schedule_lag_s": lag(entry.get("schedule_lag")), "loop_lag_s": lag(entry.get("loop_lag")),
-                "cpu_s": entry.get("cpu_seconds"), "wall_s": entry.get("wall_seconds"),
-                "cpu_utilisation": entry.get("cpu_utilisation"),
-                "node": actors.get(entry.get("worker"), {}).get("node"),
-                "died": actors.get(entry.get("worker"), {}).get("died")}
-
-    total_raw = dict(raw.get("total") or {})
-    total = load_of(total_raw, run.records, total_raw.get("asked_concurrency"))
-    total["worker"] = None
-    workers = [load_of(w, [r for r in run.records if r.worker == w.get("worker")], w.get("asked_concurrency"))
-               for w in engine_workers]
-    listed = len(workers) > 1 or any(w["died"] for w in workers)
-    return {"mode": mode, "total": total, "workers": workers if listed else [], "engine": raw}
-
 
 class SloJudgement(AssertionError):
     """The SLO judged the test's load runs and found them failing or unable to be judged."""
@@ -712,20 +319,35 @@ def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
     if bound:
         return Judgement(status="invalid", title="the client was the bottleneck, so the run cannot "
                          "judge the server", lines=(*bound, *excused))
-    failed = [each(r, row.message) for r in results if r.evaluation is not None
-              for row in r.evaluation.rows
+    # The documented rule (stats.evaluate_runs): every run against the SLO, the worst decides.
+    judged = _evaluate_runs(results, slo)
+    failed = [each(r, row.message) for r, ev in judged for row in ev.rows
               if row.status == "fail" and not _needs_room(row, slo, accounts[id(r)])]
     if failed:
         return Judgement(status="fail", title="SLO not met", lines=tuple(failed),
                          warnings=(*warnings, *roomless))
-    short = [(r, m) for r in results if r.evaluation is not None
-             for m in r.evaluation.messages("not_enough_data")]
+    short = [(r, m) for r, ev in judged for m in ev.messages("not_enough_data")]
     if roomless or short:
         title = ("the workload left no room for content, so the SLO could not be judged (nothing failed)"
                  if roomless else "not enough data to judge the SLO")
         return Judgement(status="invalid", title=title,
                          lines=(*roomless, *(each(r, m) for r, m in short)), warnings=warnings)
     return Judgement(status="pass", warnings=warnings)
+
+
+def _evaluate_runs(results: list[LoadResult], slo: SloSpec) -> list[tuple[LoadResult, SloEvaluation]]:
+    """Each run with its SLO evaluation, judged together by `stats.evaluate_runs` (runs measured
+    without an SLO are left out, as they were never judged)."""
+    from pytest_inferaccept.stats import evaluate_runs
+
+    judged = [r for r in results if r.evaluation is not None]
+    if not judged:
+        return []
+    first = judged[0].evaluation
+    assert first is not None
+    together = evaluate_runs([r.summary for r in judged], slo, confidence=first.confidence,
+                             point_estimate=first.point_estimate)
+    return list(zip(judged, together.runs, strict=True))
 
 
 def _failures(result: LoadResult) -> str:

@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from pytest_inferaccept.capabilities import CAPABILITIES
 
@@ -168,6 +169,30 @@ def _as_float(value: float | int | None) -> float | None:
 
 def _as_int(value: float | int | None) -> int | None:
     return None if value is None else int(value)
+
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SloInForce(Generic[S]):
+    """The SLO a test is judged against and whether its own @slo marker gave it."""
+
+    slo: S | None
+    """The limits in force; None: no marker and no session SLO (the load is measured, not judged)."""
+    from_marker: bool
+
+
+def slo_in_force(marker: S | None, session: S | None) -> SloInForce[S]:
+    """Which SLO judges a test, decided here only: its @slo marker, else the session's (--slo, --slo-profile).
+
+    Generic so the judge (SloSpec objects) and the report (the limits a results document keeps)
+    ask the same rule. A marker counts when it is there, even one whose every value is None: the
+    load is then judged against no limit, and the report must say so rather than name the session's.
+    """
+    if marker is not None:
+        return SloInForce(slo=marker, from_marker=True)
+    return SloInForce(slo=session, from_marker=False)
 
 
 @dataclass(frozen=True, kw_only=True)

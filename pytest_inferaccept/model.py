@@ -8,9 +8,27 @@ producer writes it; the few left open (any JSON under any key) say why in their 
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+    model_serializer,
+)
+from pydantic.json_schema import SkipJsonSchema
+
+from pytest_inferaccept.scrub import BODY_EXCERPT, Scrubber, excerpt, redact
 
 SchemaId = Literal["pytest-inferaccept/results/1"]
 """The format version every results document carries in `schema`."""
@@ -105,8 +123,8 @@ class Conditions(_Open):
         default_factory=dict, description="conditions the team declared with --condition KEY=VALUE")
 
 
-class Server(_Open):
-    """The server under test as the run found it."""
+class ServerUnderTest(_Open):
+    """The server under test as the run found it (what the `inferaccept_server` fixture gives a test)."""
 
     base_url: str
     model: str
@@ -118,16 +136,39 @@ class Server(_Open):
         default_factory=dict, description="what the server's version endpoints answered, by path; left open: "
         "each server describes itself in its own shape")
     log_paths: list[str] = Field(default_factory=list)
-    launched: str | None = None
+    launched: str | None = Field(default=None, description="how the plugin started it (command or preset); "
+                                 "null for an external server")
     ready_seconds: Number | None = None
+
+    @property
+    def api_base(self) -> str:
+        """The OpenAI API base, <root>/v1 (infra endpoints such as /health live at the root)."""
+        return f"{self.base_url}/v1"
+
+    @property
+    def log_path(self) -> Path | None:
+        """The launched chat server's log file, if the plugin launched it."""
+        return Path(self.log_paths[0]) if self.log_paths else None
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The capabilities the team requires."""
+        return tuple(self.required_capabilities)
+
+
+Server = ServerUnderTest
+"""The document's name for it (`RunDocument.server`)."""
 
 
 class Probe(_Open):
     """The one minimal request that classified a capability."""
 
     capability: str
-    status: str
+    status: str = Field(description="supported, unsupported or broken")
     detail: str = ""
+    transient: SkipJsonSchema[bool] = Field(
+        default=False, exclude=True, description="the probe's request failed in transport (refused, reset): "
+        "not kept for the session, and never written")
 
 
 class CapabilityRow(_Open):
@@ -156,8 +197,16 @@ class Exchange(_Open):
     error: str | None = None
 
 
+MAX_EXCHANGES: Final[int] = 12
+"""How many exchanges one test keeps: the first few and the latest ones."""
+
+
 class Evidence(_Open):
-    """What one test recorded."""
+    """What one test recorded; secrets are scrubbed before anything is stored or cut.
+
+    A test records into it while it runs (the `inferaccept_evidence` fixture); the plugin carries
+    its dump (defaults left out) to the results document.
+    """
 
     exchanges: list[Exchange] = Field(default_factory=list)
     dropped_exchanges: int = 0
@@ -167,6 +216,60 @@ class Evidence(_Open):
         default_factory=dict, description="measured values by key; left open: a test records any JSON value "
         "under any key with evidence.record(key, value)")
     invalid: str | None = None
+    _scrubber: Scrubber = PrivateAttr(default_factory=Scrubber)
+
+    def __init__(self, *, scrubber: Scrubber | None = None, secrets: Iterable[str] = (), **data: Any) -> None:
+        super().__init__(**data)
+        if scrubber is not None:
+            self._scrubber = scrubber
+        for secret in secrets:
+            self._scrubber.add(secret)
+
+    def scrub(self, text: str) -> str:
+        """Remove every known secret (and secret-shaped value) from a text."""
+        return self._scrubber.text(text)
+
+    def _cut(self, text: str) -> str:
+        """Scrub, then cut to an excerpt; a huge body is first trimmed with a margin wider than
+        any secret, so scrubbing stays cheap and nothing straddling the cut survives."""
+        margin = BODY_EXCERPT + 4096 + max((len(x) for x in self._scrubber.secrets), default=0)
+        if len(text) <= margin:
+            return excerpt(self.scrub(text))
+        kept = self.scrub(text[:margin])[:BODY_EXCERPT]
+        return f"{kept}… [{len(text) - BODY_EXCERPT} more chars]"
+
+    def add_exchange(self, exchange: Exchange) -> None:
+        """Keep an exchange (the first few and the latest ones), scrubbed, then cut to size."""
+        exchange.url = self.scrub(exchange.url)
+        exchange.request_body = self._cut(exchange.request_body)
+        exchange.response_body = self._cut(exchange.response_body)
+        if exchange.error:
+            exchange.error = self.scrub(exchange.error)
+        exchange.request_headers = {k: excerpt(self.scrub(v), 300)
+                                    for k, v in exchange.request_headers.items()}
+        exchange.response_headers = {k: excerpt(self.scrub(v), 300)
+                                     for k, v in exchange.response_headers.items()}
+        if len(self.exchanges) >= MAX_EXCHANGES:
+            self.exchanges.pop(MAX_EXCHANGES // 2)
+            self.dropped_exchanges += 1
+        self.exchanges.append(exchange)
+
+    def note(self, text: str) -> None:
+        """Record an observation for the report."""
+        self.notes.append(self.scrub(text))
+
+    def warn(self, text: str) -> None:
+        """Record a deviation that does not fail the check (it reaches the verdict's warnings)."""
+        self.warnings.append(self.scrub(text))
+
+    def record(self, key: str, value: Any) -> None:
+        """Record a JSON-serialisable measured value under a key."""
+        json.dumps(value)  # fail early on values that cannot travel on a report
+        self.values[key] = self._scrubber.data(redact(value))
+
+    def mark_invalid(self, reason: str) -> None:
+        """Say that this test could not judge the server (its result makes the verdict INVALID)."""
+        self.invalid = self.scrub(reason)
 
 
 class SloRow(_Open):
@@ -495,6 +598,9 @@ class LoadResult(_Open):
     slo_limits: dict[str, Number] | None = Field(default=None, description="the SLO the run was judged "
                                                  "against: marker key to limit; null without one")
     selfcheck: LoadSelfcheck = Field(default_factory=LoadSelfcheck)
+    server_metrics: dict[str, Any] | None = Field(
+        default=None, description="the server's /metrics read before and after the run; left open: each "
+        "server names its own metrics")
 
 
 CapacityStatus = Literal["pass", "fail", "invalid"]
@@ -502,8 +608,43 @@ Point = tuple[Number, Number]
 """(seconds, value): one point of a capacity series."""
 
 
-class CapacityStep(_Open):
-    """One step of a capacity scenario: a level's counts, latencies, throughput, SLO and telemetry peaks."""
+class _CapacityPart(_Open):
+    """A part of a capacity scenario: every key its producer writes is typed, an unknown one refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StepFailures(_CapacityPart):
+    """What a step's failed requests were, by kind, and whether they make the step a failing one."""
+
+    failed: int = 0
+    measured: int = 0
+    kinds: dict[str, int] = Field(default_factory=dict, description="failures by kind, most first: "
+                                  "'HTTP 500', 'incomplete (no content, no finish_reason)', 'timeout'")
+    shed: int = Field(default=0, description="failures that were 429 or 503: load shed, never failing")
+    broken: int = Field(default=0, description="every other failure")
+    broken_low: Number | None = Field(default=None, description="the low end of the 95% interval of the "
+                                      "broken share; null without requests")
+    failing: bool = False
+    failing_above: Number | None = Field(default=None, description="the share broken failures must "
+                                         "conclusively exceed for the step to fail")
+    text: str = Field(default="", description="the failures in words, '' when none")
+
+
+class RecoveryMoments(_CapacityPart):
+    """When a killed server was killed, ready again and answering, in seconds."""
+
+    killed_at_s: Number | None = Field(default=None, description="into the load")
+    ready_s: Number | None = Field(default=None, description="from the kill")
+    first_good_answer_s: Number | None = Field(default=None, description="from the kill")
+
+
+class CapacityStep(_CapacityPart):
+    """One step of a capacity scenario: a level's counts, latencies, throughput, SLO and telemetry peaks.
+
+    The kinds that add figures of their own each have a step type (InterferenceStep, PrefixStep,
+    TurnStep, LengthStep, LengthNotRun); a scenario's steps are read as its kind's.
+    """
 
     level: Number = Field(description="concurrency (ladder, push), requests/s (sweep) or prompt tokens "
                                      "(push_length)")
@@ -541,19 +682,147 @@ class CapacityStep(_Open):
                                         description="the peak of each telemetry series during the step, by "
                                                     "role (running, waiting, kv_cache, memory_bytes, ...)")
     alive_after: bool | None = Field(default=None, description="push: the server answered after the step")
+    slo_by_failures: str = Field(default="", description="the SLO rows failed requests alone decided, in "
+                                 "words ('' when none did)")
+    failures: StepFailures | None = None
+    failing: bool = Field(default=False, description="the step failed as a whole: its failures other than "
+                          "load shedding are conclusively a majority, or every request failed")
+    failure_text: str = Field(default="", description="what failed, when the step is failing")
+    window_s: list[Number] | None = Field(default=None, description="ladder, sweep: the step's start and "
+                                          "end on the telemetry sampler's clock (s)")
+    recovery: RecoveryMoments | None = Field(default=None, description="recovery: the kill and the way back")
 
 
-class CapacityKnee(_Open):
+class InterferenceStep(CapacityStep):
+    """An interference step: short prompts alone, or with a share of long ones mixed in."""
+
+    step: str = Field(default="", description="alone or mixed")
+    long_share: Number = 0.0
+    short_measured: int = 0
+    short_answered: int = 0
+    short_failed: int = Field(default=0, description="short requests without a first token")
+    short_failure_kinds: dict[str, int] = Field(default_factory=dict)
+    short_ttft_p50: Number | None = Field(default=None, description="judged: null when it falls on a "
+                                          "failed request (then _censored is true)")
+    short_ttft_p50_censored: bool = False
+    short_ttft_p95: Number | None = None
+    short_ttft_p95_censored: bool = False
+    short_ttft_p50_answered: Number | None = Field(default=None, description="over the answered ones only")
+    short_ttft_p95_answered: Number | None = None
+    long_sent: int = 0
+    long_failed: int = 0
+    long_ttft_p50: Number | None = None
+    long_prompt_tokens_p50: Number | None = None
+
+
+class PrefixCounters(_CapacityPart):
+    """The server's prefix-cache counters over one step's measured window, never invented."""
+
+    exposed: bool
+    queries: Number | None = Field(default=None, description="prompt tokens looked up (a delta)")
+    hits: Number | None = Field(default=None, description="prompt tokens found (a delta)")
+    hit_rate: Number | None = None
+    text: str = ""
+
+
+class PrefixStep(CapacityStep):
+    """A prefix-cache step: unique prompts, or prompts sharing one long prefix."""
+
+    step: str = Field(default="", description="unique or shared")
+    shared_prefix_tokens: int = 0
+    prompt_tokens: int | None = Field(default=None, description="asked per prompt")
+    prompt_tokens_p50: Number | None = Field(default=None, description="as the server counted them")
+    succeeded: int = 0
+    prefix_cache: PrefixCounters | None = None
+
+
+class TurnStep(CapacityStep):
+    """One turn index of the multi-turn conversations (level: the turn)."""
+
+    turn: int
+    sent: int = 0
+    succeeded: int = 0
+    prompt_tokens_p50: Number | None = Field(default=None, description="as the server counted them")
+    prompt_tokens_asked: int | None = None
+
+
+class LengthStep(CapacityStep):
+    """One length bucket that was run (level: the middle of the tokens asked)."""
+
+    direction: str = Field(default="", description="input or output")
+    bucket: str = Field(default="", description="short, medium, long or very_long")
+    asked_tokens: list[int] | None = Field(default=None, description="the (low, high) tokens drawn")
+    not_run: str | None = None
+    prompt_tokens_p50: Number | None = None
+    output_tokens_p50: Number | None = None
+    realised_bucket: str | None = Field(default=None, description="the bucket the counted tokens fall in")
+    confirmed: bool | None = Field(default=None, description="the realised bucket is the one asked; null "
+                                   "without usage")
+    succeeded: int = 0
+
+
+class LengthNotRun(CapacityStep):
+    """A length bucket that was not run (beyond the context window, or the window unknown), and why."""
+
+    direction: str = Field(description="input or output")
+    bucket: str
+    not_run: str
+    succeeded: int = 0
+    asked_tokens: list[int] | None = None
+    prompt_tokens_p50: Number | None = None
+    output_tokens_p50: Number | None = None
+    realised_bucket: str | None = None
+    confirmed: bool | None = None
+
+
+class WholeRun(CapacityStep):
+    """multi_turn: the figures of the whole conversation run, written in the order its row is built."""
+
+    @model_serializer(mode="wrap")
+    def _in_row_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Keys as earlier versions wrote this row, the latencies after the failures."""
+        out: dict[str, Any] = handler(self)
+        return {**{k: out[k] for k in WHOLE_RUN_ORDER if k in out}, **out}
+
+
+WHOLE_RUN_ORDER: Final[tuple[str, ...]] = (
+    "level", "label", "measured", "failed", "error_rate", "throughput_tokens_per_s", "request_rate_per_s",
+    "achieved_concurrency", "asked_rate", "achieved_rate", "slo_status", "slo_failures", "slo_by_failures",
+    "client_bound", "client_warnings", "error_classes", "error_statuses", "stopped_by", "telemetry",
+    "failures", "failing", "failure_text")
+"""The order of a multi_turn's `overall` keys (any other follows in the model's order)."""
+
+AnyCapacityStep = CapacityStep | InterferenceStep | PrefixStep | TurnStep | LengthStep | LengthNotRun
+"""A step of any kind; a scenario's kind decides which (`step_type`)."""
+
+STEP_TYPES: Final[dict[str, type[CapacityStep]]] = {
+    "interference": InterferenceStep, "prefix": PrefixStep, "multi_turn": TurnStep, "length": LengthStep}
+"""The kinds whose steps carry figures of their own; every other kind's are CapacityStep."""
+
+
+def step_type(kind: str, step: Any) -> type[CapacityStep]:
+    """The type of a step of a scenario of `kind` (a length bucket that was not run has its own)."""
+    if kind == "length" and isinstance(step, dict) and step.get("not_run"):
+        return LengthNotRun
+    return STEP_TYPES.get(kind, CapacityStep)
+
+
+class CapacityKnee(_CapacityPart):
     """Where throughput stopped growing while latency climbed (level null: not within the levels)."""
 
     level: Number | None = None
     reason: str = ""
     efficiency: list[Number | None] = Field(default_factory=list,
                                            description="scaling efficiency from each level to the next")
-    method: dict[str, Number] = Field(default_factory=dict)
+    method: dict[str, Number] = Field(default_factory=dict, description="the rule's thresholds: "
+                                      "efficiency_below, latency_rise_above")
+    confirmed: bool = Field(default=True, description="saturation is seen to persist: two or more levels "
+                            "lie beyond the knee (absent in older documents: the knee taken as reported)")
+    certainty: str = Field(default="", description="how sure the knee is, in a sentence")
+    levels_beyond: int = Field(default=0, description="measured levels above the knee")
 
 
-class Trend(_Open):
+class Trend(_CapacityPart):
     """A fitted trend over a soak's window medians: the slope, its interval and significance, the change."""
 
     n: int | None = None
@@ -571,8 +840,108 @@ class Trend(_Open):
     method: str | None = None
 
 
-class SoakCheck(_Open):
-    """One check of a soak: latency drift, memory growth or error onset."""
+class Horizon(_CapacityPart):
+    """How far a soak projects its drifts: a time or a number of requests."""
+
+    seconds: Number | None = None
+    requests: Number | None = None
+
+
+class SoakSlope(_CapacityPart):
+    """A growth rate per second with its interval, the bound it is judged on, and what it was fitted over."""
+
+    per_s: Number
+    low: Number
+    high: Number
+    floor: Number = Field(description="the low end of the judging (1 - alpha) interval")
+    error: Number | None = Field(default=None, description="the slope's error at the planning power")
+    start: Number | None = None
+    end: Number | None = None
+    span_s: Number | None = None
+    n: int | None = None
+    p_value: Number | None = None
+    confidence: Number | None = None
+    alpha: Number | None = None
+
+
+class GrowthShape(_CapacityPart):
+    """Whether growth was steady, slowed, or levelled off (a filling cache), from its thirds."""
+
+    kind: str = Field(description="steady, slowing or levels_off")
+    early: SoakSlope | None = None
+    early_span_s: list[Number] | None = Field(default=None, description="(from, to) s of the early slope")
+    middle_third: SoakSlope | None = None
+    last_third: SoakSlope | None = None
+
+
+class DriftRate(_CapacityPart):
+    """The rate a drift is projected with: per second, per hour, per request (memory)."""
+
+    slope: SoakSlope
+    basis: str = Field(description="whole_soak, or last_third when the growth slowed")
+    per_hour: Number | None = None
+    per_hour_low: Number | None = None
+    per_hour_high: Number | None = None
+    per_request: Number | None = None
+    per_request_low: Number | None = None
+    per_request_high: Number | None = None
+    per_request_basis: str | None = Field(default=None, description="finished_requests or request_rate")
+    change: Number | None = Field(default=None, description="latency: the change over the span observed")
+    relative_change: Number | None = None
+    relative_per_hour: Number | None = Field(default=None, description="only from a span of an hour or more")
+
+
+class DriftProjection(_CapacityPart):
+    """Where a drift leads over the horizon, and when it would reach its limit."""
+
+    horizon_s: Number | None = None
+    level: Number | None = None
+    limit: Number | None = None
+    headroom: Number | None = None
+    growth: Number | None = None
+    growth_low: Number | None = None
+    growth_high: Number | None = None
+    growth_floor: Number | None = None
+    time_to_limit_s: Number | None = None
+    time_to_limit_low_s: Number | None = None
+    time_to_limit_high_s: Number | None = None
+    crosses: bool = False
+    limit_words: str = ""
+
+
+class SoakPlan(_CapacityPart):
+    """How long a soak finds growth that would use the headroom within half the horizon (95% of the time)."""
+
+    soak_needed_s: Number
+    duration_s: Number
+    short: bool
+
+
+class MemoryBudget(_CapacityPart):
+    """The memory a series may grow into: its size, the share growth may use, and where it came from."""
+
+    total: Number
+    share: Number
+    source: str
+    budget: Number
+
+
+class WindowMiss(_CapacityPart):
+    """One soak window against one SLO limit: its requests beyond the limit and the share's low end."""
+
+    start_s: Number
+    end_s: Number
+    key: str
+    limit: Number
+    beyond: int
+    n: int
+    allowed: Number
+    share_low: Number
+    words: str
+
+
+class SoakCheck(_CapacityPart):
+    """One check of a soak (its kind's type: DriftCheck, ErrorsCheck, SloCheck or SloWindowsCheck)."""
 
     status: str = Field(description="pass, fail, not_enough_data or not_measured")
     text: str = ""
@@ -585,7 +954,63 @@ class SoakCheck(_Open):
     onset_s: Number | None = None
 
 
-class CapacityBoundary(_Open):
+class DriftCheck(SoakCheck):
+    """A drift of a soak: latency (its median or its tail over the median) or memory, projected."""
+
+    horizon: Horizon | None = None
+    capacity: MemoryBudget | None = Field(default=None, description="memory: the budget, null when unknown")
+    level: Number | None = Field(default=None, description="tail: the window quantile read (0.9 or 0.95)")
+    window_s: Number | None = Field(default=None, description="tail: its window")
+    basis: str | None = Field(default=None, description="tail: ratio_to_median")
+    answer: str | None = Field(default=None, description="the check in a few words")
+    shape: GrowthShape | None = None
+    rate: DriftRate | None = None
+    projection: DriftProjection | None = None
+    plan: SoakPlan | None = None
+    gpu: str | None = Field(default=None, description="gpu_memory_growth: the GPU's index")
+
+
+class ErrorsCheck(SoakCheck):
+    """The soak's error rate by its interval, against the SLO's error_rate or the soak's default."""
+
+    limit_source: str | None = Field(default=None, description="slo or default")
+    failed: int | None = None
+    measured: int | None = None
+    confidence: Number | None = None
+    decides: bool | None = Field(default=None, description="an undecided rate stands in the verdict (a "
+                                 "limit the SLO set)")
+    answer: str | None = None
+    ci_low: Number | None = None
+    ci_high: Number | None = None
+    needed_n: int | None = None
+
+
+class SloCheck(SoakCheck):
+    """The step's own SLO evaluation over the whole soak."""
+
+    answer: str | None = None
+    evaluation: SloJudgement | None = None
+    by_failures: bool | None = Field(default=None, description="a failure failed requests alone decide")
+
+
+class SloWindowsCheck(SoakCheck):
+    """The SLO window by window: the windows that conclusively missed a limit."""
+
+    answer: str | None = None
+    windows: int | None = None
+    window_s: Number | None = None
+    pairs: int | None = Field(default=None, description="window-limit pairs judged (Bonferroni)")
+    confidence_each: Number | None = None
+    failing: list[WindowMiss] = Field(default_factory=list)
+    worst: WindowMiss | None = None
+    by_failures: bool | None = None
+
+
+AnySoakCheck = DriftCheck | ErrorsCheck | SloCheck | SloWindowsCheck
+"""A soak check of any kind (told apart by its keys; one with only status and text reads as a drift's)."""
+
+
+class CapacityBoundary(_CapacityPart):
     """Where a push broke the server, and how it failed there."""
 
     level: Number | None = Field(default=None, description="push: the concurrency of the boundary")
@@ -603,8 +1028,26 @@ class CapacityBoundary(_Open):
     problems: list[str] = Field(default_factory=list)
 
 
-class CapacityFindings(_Open):
-    """What a scenario found; which keys are set depends on its kind."""
+class RatioInterval(_CapacityPart):
+    """A ratio of two quantiles with its exact bootstrap interval (interference's p95, mixed over alone)."""
+
+    value: Number | None = None
+    low: Number | None = None
+    high: Number | None = None
+    p: Number | None = None
+    confidence: Number | None = None
+    n_numerator: int | None = None
+    n_denominator: int | None = None
+    censored_numerator: int | None = None
+    censored_denominator: int | None = None
+    method: str | None = None
+    value_above_any_limit: bool | None = Field(default=None, description="the ratio falls on failed "
+                                               "requests: infinite (value null)")
+    low_above_any_limit: bool | None = None
+
+
+class CapacityFindings(_CapacityPart):
+    """What a scenario found; which keys are set depends on its kind (named in each)."""
 
     knee: CapacityKnee | None = None
     max_slo_level: Number | None = Field(default=None, description="ladder, sweep: the highest level "
@@ -612,14 +1055,82 @@ class CapacityFindings(_Open):
     max_slo_reason: str | None = None
     stopped_early: str | None = None
     unit: str | None = None
-    checks: dict[str, SoakCheck] = Field(default_factory=dict, description="soak: ttft_drift, e2e_drift, "
-                                         "ttft_tail_drift, e2e_tail_drift, memory_growth, errors, slo, "
-                                         "slo_windows")
+    checks: dict[str, AnySoakCheck] = Field(default_factory=dict, description="soak: ttft_drift, e2e_drift, "
+                                            "ttft_tail_drift, e2e_tail_drift, memory_growth, "
+                                            "gpu_memory_growth, errors, slo, slo_windows")
     boundary: CapacityBoundary | None = None
     context_window: int | None = None
+    soak_needed_s: Number | None = Field(default=None, description="soak: how long a soak finds a drift "
+                                         "that uses its headroom within half the horizon")
+    soak_needed_for: str | None = Field(default=None, description="soak: the check that needs it")
+    soak_needed_text: str | None = Field(default=None, description="soak: said when it ran shorter")
+    short_ttft_p50_alone: Number | None = Field(default=None, description="interference")
+    short_ttft_p95_alone: Number | None = Field(default=None, description="interference")
+    short_ttft_p50_mixed: Number | None = Field(default=None, description="interference")
+    short_ttft_p95_mixed: Number | None = Field(default=None, description="interference")
+    short_failed_alone: int | None = Field(default=None, description="interference")
+    short_failed_mixed: int | None = Field(default=None, description="interference")
+    short_ttft_p95_mixed_censored: bool | None = Field(default=None, description="interference")
+    short_ttft_p95_alone_censored: bool | None = Field(default=None, description="interference")
+    ttft_p50_unique: Number | None = Field(default=None, description="prefix")
+    ttft_p50_shared: Number | None = Field(default=None, description="prefix")
+    ttft_p95_unique: Number | None = Field(default=None, description="prefix")
+    ttft_p95_shared: Number | None = Field(default=None, description="prefix")
+    ratio_p50: Number | None = Field(default=None, description="interference (mixed / alone), prefix "
+                                     "(shared / unique)")
+    ratio_p95: Number | None = Field(default=None, description="interference, prefix")
+    ratio_p95_above_any_limit: bool | None = Field(default=None, description="interference")
+    ratio_p95_low: Number | None = Field(default=None, description="interference")
+    ratio_p95_high: Number | None = Field(default=None, description="interference")
+    ratio_p95_interval: RatioInterval | None = Field(default=None, description="interference")
+    hit_rate_unique: Number | None = Field(default=None, description="prefix")
+    hit_rate_shared: Number | None = Field(default=None, description="prefix")
+    counters: str | None = Field(default=None, description="prefix: exposed or not exposed")
+    ttft_p50_by_turn: dict[int, Number | None] | None = Field(default=None, description="multi_turn")
+    growth_p50: Number | None = Field(default=None, description="multi_turn: last turn's TTFT p50 / first's")
+    ttft_s_per_1k_prompt_tokens: Number | None = Field(default=None, description="multi_turn")
+    prefix_cache: PrefixCounters | None = Field(default=None, description="multi_turn")
+    overall: WholeRun | None = Field(default=None, description="multi_turn: the whole run's figures")
+    ttft_p50_by_input: dict[str, Number | None] | None = Field(default=None, description="length")
+    ttft_p95_by_input: dict[str, Number | None] | None = Field(default=None, description="length")
+    e2e_p95_by_output: dict[str, Number | None] | None = Field(default=None, description="length")
+    itl_p50_by_output: dict[str, Number | None] | None = Field(default=None, description="length")
+    not_run: dict[str, str] | None = Field(default=None, description="length: why each bucket was not run")
+    killed_at_s: Number | None = Field(default=None, description="recovery: seconds into the load")
+    ready_s: Number | None = Field(default=None, description="recovery: from the kill")
+    first_good_answer_s: Number | None = Field(default=None, description="recovery: from the kill")
+    requests_measured: int | None = Field(default=None, description="recovery")
+    requests_failed: int | None = Field(default=None, description="recovery")
+    error_classes: dict[str, int] | None = Field(default=None, description="recovery")
+    error_statuses: dict[str, int] | None = Field(default=None, description="recovery")
+    clean_errors: bool | None = Field(default=None, description="recovery: no request hung")
+    hung: int | None = Field(default=None, description="recovery")
+    longest_failed_s: Number | None = Field(default=None, description="recovery")
+    requests_ok_after_restart: int | None = Field(default=None, description="recovery")
+    pid_killed: int | None = Field(default=None, description="recovery")
+    pid_restarted: int | None = Field(default=None, description="recovery")
+    restart_error: str | None = Field(default=None, description="recovery")
+    liveness_polls: int | None = Field(default=None, description="recovery")
+    last_seen: str | None = Field(default=None, description="recovery: the last liveness answer")
+    lost_in_flight: int | None = Field(default=None, description="recovery")
+    in_flight_error_classes: dict[str, int] | None = Field(default=None, description="recovery")
+    client_attempts_refused: int | None = Field(default=None, description="recovery: the closed loop's "
+                                                "own failed attempts while the server was down")
+    first_load_answer_s: Number | None = Field(default=None, description="recovery")
+    request_rate_per_s: Number | None = Field(default=None, description="recovery: the traffic the level "
+                                              "served")
+    request_rate_basis: str | None = Field(default=None, description="recovery")
+    request_rate_answers: int | None = Field(default=None, description="recovery")
+    request_rate_window_s: Number | None = Field(default=None, description="recovery")
+    outage_s: Number | None = Field(default=None, description="recovery: the kill to the first good answer")
+    outage_ended: bool | None = Field(default=None, description="recovery")
+    requests_lost_during_outage: Number | None = Field(default=None, description="recovery")
+    requests_lost: int | None = Field(default=None, description="recovery, documents of the first capacity "
+                                      "release only: the closed loop's failed requests (no longer written: "
+                                      "see requests_lost_during_outage)")
 
 
-class ExplanationEvidence(_Open):
+class ExplanationEvidence(_CapacityPart):
     """The figures behind one explanation; which keys are set depends on its kind."""
 
     error_classes: dict[str, int] | None = Field(default=None, description="errors_begin, boundary")
@@ -650,7 +1161,7 @@ class ExplanationEvidence(_Open):
     problems: list[str] | None = Field(default=None, description="boundary")
 
 
-class CapacityExplanation(_Open):
+class CapacityExplanation(_CapacityPart):
     """One explanation drawn from the figures."""
 
     kind: str = Field(description="queueing, saturated, kv_cache_full, errors_begin, client_bound, "
@@ -660,17 +1171,22 @@ class CapacityExplanation(_Open):
     evidence: ExplanationEvidence = Field(default_factory=ExplanationEvidence)
 
 
-class CapacitySeries(_Open):
-    """The soak's series: window medians of TTFT and end-to-end latency, memory, errors per window."""
+class CapacitySeries(_CapacityPart):
+    """A scenario's series over time: the soak's window medians, memory and errors; recovery's answers."""
 
     window_s: Number | None = None
     ttft: list[Point] = Field(default_factory=list)
     e2e: list[Point] = Field(default_factory=list)
     memory_bytes: list[Point] = Field(default_factory=list)
     errors: list[Point] = Field(default_factory=list)
+    ttft_tail: list[Point] = Field(default_factory=list, description="soak: each window's TTFT tail over "
+                                   "its median")
+    e2e_tail: list[Point] = Field(default_factory=list, description="soak: the same for end-to-end latency")
+    ok: list[Point] = Field(default_factory=list, description="recovery: answers per window, by send time")
+    failed: list[Point] = Field(default_factory=list, description="recovery: failures per window")
 
 
-class TelemetrySeries(_Open):
+class TelemetrySeries(_CapacityPart):
     """One sampled telemetry series."""
 
     name: str
@@ -678,7 +1194,7 @@ class TelemetrySeries(_Open):
     points: list[Point] = Field(default_factory=list)
 
 
-class CapacityTelemetry(_Open):
+class CapacityTelemetry(_CapacityPart):
     """What the sampler read beside a scenario, and which sources were absent."""
 
     interval_s: Number | None = None
@@ -687,14 +1203,7 @@ class CapacityTelemetry(_Open):
     absent: list[str] = Field(default_factory=list)
 
 
-class Horizon(_Open):
-    """How far a soak projects its drifts: a time or a number of requests."""
-
-    seconds: Number | None = None
-    requests: Number | None = None
-
-
-class CapacityParams(_Open):
+class CapacityParams(_CapacityPart):
     """What a scenario was asked to do; which keys are set depends on its kind (named in each)."""
 
     levels: list[Number] | None = Field(default=None, description="ladder, push: the concurrency levels")
@@ -756,8 +1265,8 @@ class CapacityParams(_Open):
     answer_tokens: int | None = Field(default=None, description="multi_turn")
 
 
-class CapacityScenario(_Open):
-    """One capacity scenario a test ran (docs/capacity.md)."""
+class CapacityScenario(_CapacityPart):
+    """One capacity scenario a test ran (docs/capacity.md), as its module builds it."""
 
     kind: str = Field(description="one of " + ", ".join(CAPACITY_KINDS))
     label: str = ""
@@ -765,12 +1274,25 @@ class CapacityScenario(_Open):
     headline: str = ""
     reasons: list[str] = Field(default_factory=list, description="why the status is fail or invalid")
     findings: CapacityFindings = Field(default_factory=CapacityFindings)
-    steps: list[CapacityStep] = Field(default_factory=list)
+    steps: list[AnyCapacityStep] = Field(default_factory=list, description="one per level; the kinds with "
+                                         "figures of their own have a step type each")
     explanations: list[CapacityExplanation] = Field(default_factory=list)
     series: CapacitySeries = Field(default_factory=CapacitySeries)
     telemetry: CapacityTelemetry | None = None
     notes: list[str] = Field(default_factory=list)
     params: CapacityParams = Field(default_factory=CapacityParams)
+    slo: dict[str, Number] | None = Field(default=None, description="the SLO the scenario was judged with: "
+                                          "marker key to limit; null without one (absent in older documents)")
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps_of_kind(cls, steps: Any, info: ValidationInfo) -> Any:
+        """Each step read as its scenario's kind writes it (its step type), whatever keys it shares."""
+        kind = info.data.get("kind")
+        if not isinstance(steps, list) or not isinstance(kind, str):
+            return steps
+        return [step_type(kind, step).model_validate(step) if isinstance(step, dict) else step
+                for step in steps]
 
 
 class _Closed(BaseModel):
@@ -892,11 +1414,66 @@ class Cause(_Open):
     during: str | None = Field(default=None, description="the test that was failing when it stopped")
     after: str | None = Field(default=None, description="when noticed between tests: the test before")
     last_request: str | None = None
-    summary: str = Field(description="the verdict's one line for this cause, with its count")
-    detail: str = ""
+    summary: str = Field(default="", description="the verdict's one line for this cause, with its count")
+    detail: str = Field(default="", description="the full story: a launched server's exit with the end of "
+                        "its log")
     consequences: list[str] = Field(default_factory=list,
                                     description="later tests that failed only because of it")
     answered_again_before: str | None = None
+    main: SkipJsonSchema[bool] = Field(default=True, exclude=True, description="the server under test "
+                                       "itself, not a second (embeddings) server; never written")
+    next_probe: SkipJsonSchema[float] = Field(default=0.0, exclude=True, description="the monotonic time "
+                                              "before which the server is not probed again; never written")
+
+    @field_serializer("summary")
+    def _summary(self, summary: str) -> str:
+        """A cause of this run writes its sentence as it stands at the end; a read one keeps its own."""
+        return summary or self.sentence()
+
+    @property
+    def who(self) -> str:
+        """'the server', 'the launched server' or 'the server at URL'."""
+        if self.kind == "exited":
+            return "the launched server"
+        return "the server" if self.main else f"the server at {self.server}"
+
+    def headline(self) -> str:
+        """What happened, without the count: 'the server stopped answering during test X (...)'."""
+        what = f"exited ({self.reason})" if self.kind == "exited" else "stopped answering"
+        when = (f"during test {self.during}" if self.during else
+                f"after test {self.after}" if self.after else "before the first test")
+        request = f" (last request: {self.last_request})" if self.last_request else ""
+        return f"{self.who} {what} {when}{request}"
+
+    def sentence(self) -> str:
+        """The verdict's one line for this cause and every failure it explains."""
+        n = len(self.consequences)
+        count = ("no later check failed because of it" if n == 0 else
+                 "the 1 later failure is a consequence" if n == 1 else
+                 f"the {n} later failures are consequences")
+        again = (f"; it answered again before test {self.answered_again_before}"
+                 if self.answered_again_before else "")
+        return f"{self.headline()}; {count}{again}"
+
+    def first_message(self) -> str:
+        """The message of the test that was failing when the server stopped."""
+        if self.kind == "exited":
+            return self.detail
+        request = f" (last request: {self.last_request})" if self.last_request else ""
+        return f"{self.who} stopped answering during this test{request}; a probe found: {self.reason}"
+
+    def consequence_message(self) -> str:
+        """Why a later test failed without running."""
+        if self.kind == "exited":
+            first = self.detail.splitlines()[0] if self.detail else self.reason
+            return f"server under test is gone ({first})"
+        return (f"not run: {self.who} stopped answering "
+                f"{f'during test {self.during}' if self.during else 'earlier'} and still does not "
+                f"answer ({self.reason})")
+
+    def due_for_probe(self) -> bool:
+        """True when the server may be probed again (a probe that timed out is not repeated at once)."""
+        return time.monotonic() >= self.next_probe
 
 
 class Deselected(_Open):
@@ -909,8 +1486,8 @@ class Deselected(_Open):
 class BaselineChange(_Open):
     """One item that differs from the baseline run."""
 
-    kind: str = Field(description="capability, check, figure, load_run, operator_metric, server, answer "
-                      "or embedding")
+    kind: str = Field(description="capability, check, figure, load_run, operator_metric, server, answer, "
+                      "embedding or correctness")
     status: Literal["regression", "improvement", "changed", "untrusted"]
     item: str
     before: Any = None
@@ -1046,8 +1623,9 @@ class BaselineComparison(_Open):
     path: str | None = None
     error: str | None = Field(default=None, description="why the baseline could not be compared "
                               "(the run is then INVALID); null when it was")
+    run: BaselineRun = Field(default_factory=BaselineRun, description="the baseline run (absent when it "
+                             "could not be compared)")
     status: Literal["regressed", "no regression", "not compared"]
-    run: BaselineRun = Field(default_factory=BaselineRun, description="the baseline run")
     regressions: list[str] = Field(default_factory=list)
     improvements: list[str] = Field(default_factory=list)
     trusted: bool = Field(description="false when conditions differ so that figures cannot be compared")
@@ -1068,6 +1646,12 @@ class RunBody(_Open):
     conditions: Conditions
     server: Server | None = None
     problems: list[str] = Field(default_factory=list)
+    other_failures: list[str] = Field(
+        default_factory=list, description="tests outside the acceptance verdict that failed or errored, and "
+        "files that could not be collected: they fail the run (its exit status) without changing the verdict")
+    exit_status: int | None = Field(
+        default=None, description="the process exit status: the verdict's (0 GO, 1 NO-GO, 6 INVALID), raised "
+        "to pytest's own when that is higher; null only in a body not yet decided")
     capabilities: dict[str, CapabilityRow] = Field(default_factory=dict)
     causes: list[Cause] = Field(default_factory=list)
     deselected: Deselected = Field(default_factory=Deselected)

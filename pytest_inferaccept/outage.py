@@ -2,19 +2,32 @@
 
 No pytest here. The session asks these functions after a test failed; once a probe confirms
 that the server no longer answers, later failures are that cause's consequences, not findings.
+The cause itself is the run model's `Cause` (model.py): what the session holds is what the
+results document's `causes[]` writes.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from pytest_inferaccept.evidence import Exchange
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import Cause, Exchange
+
+__all__ = ["Cause", "ConnectionFailure", "answers", "connection_failure", "origin"]
 
 Kind = Literal["exited", "stopped answering"]
+
+
+def __getattr__(name: str) -> Any:
+    """`Cause` is the run model's own class, imported when first asked for (pydantic is not loaded before)."""
+    if name == "Cause":
+        from pytest_inferaccept.model import Cause
+
+        return Cause
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Matched by class name, not by class: the openai SDK may be built on its own copy of httpx,
 # and other clients (aiohttp) have their own classes for the same events. Timeouts are left
@@ -112,79 +125,3 @@ def answers(root: str, timeout: float = PROBE_TIMEOUT) -> str | None:
     except httpx.HTTPError as exc:
         return f"GET {urlsplit(url).path}: {type(exc).__name__}: {exc}".rstrip(": ")
     return None
-
-
-@dataclass
-class Cause:
-    """The server under test stopped during the run: the one cause of the failures that followed."""
-
-    kind: Kind
-    server: str
-    """The server's root URL, credentials stripped."""
-    reason: str
-    """How it ended ("exit code 3"), or what the liveness probe saw."""
-    main: bool = True
-    """The server under test itself, not a second (embeddings) server."""
-    during: str | None = None
-    """The test that failed when the server stopped."""
-    after: str | None = None
-    """When it was noticed between tests: the last test that had started."""
-    last_request: str | None = None
-    detail: str = ""
-    """The full story: a launched server's exit with the end of its log."""
-    consequences: list[str] = field(default_factory=list)
-    answered_again_before: str | None = None
-    next_probe: float = 0.0
-
-    @property
-    def who(self) -> str:
-        """'the server', 'the launched server' or 'the server at URL'."""
-        if self.kind == "exited":
-            return "the launched server"
-        return "the server" if self.main else f"the server at {self.server}"
-
-    def headline(self) -> str:
-        """What happened, without the count: 'the server stopped answering during test X (...)'."""
-        what = f"exited ({self.reason})" if self.kind == "exited" else "stopped answering"
-        when = (f"during test {self.during}" if self.during else
-                f"after test {self.after}" if self.after else "before the first test")
-        request = f" (last request: {self.last_request})" if self.last_request else ""
-        return f"{self.who} {what} {when}{request}"
-
-    def sentence(self) -> str:
-        """The verdict's one line for this cause and every failure it explains."""
-        n = len(self.consequences)
-        count = ("no later check failed because of it" if n == 0 else
-                 "the 1 later failure is a consequence" if n == 1 else
-                 f"the {n} later failures are consequences")
-        again = (f"; it answered again before test {self.answered_again_before}"
-                 if self.answered_again_before else "")
-        return f"{self.headline()}; {count}{again}"
-
-    def first_message(self) -> str:
-        """The message of the test that was failing when the server stopped."""
-        if self.kind == "exited":
-            return self.detail
-        request = f" (last request: {self.last_request})" if self.last_request else ""
-        return f"{self.who} stopped answering during this test{request}; a probe found: {self.reason}"
-
-    def consequence_message(self) -> str:
-        """Why a later test failed without running."""
-        if self.kind == "exited":
-            first = self.detail.splitlines()[0] if self.detail else self.reason
-            return f"server under test is gone ({first})"
-        return (f"not run: {self.who} stopped answering "
-                f"{f'during test {self.during}' if self.during else 'earlier'} and still does not "
-                f"answer ({self.reason})")
-
-    def due_for_probe(self) -> bool:
-        """True when the server may be probed again (a probe that timed out is not repeated at once)."""
-        return time.monotonic() >= self.next_probe
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form (the results document's `causes[]`)."""
-        return {"kind": self.kind, "server": self.server, "reason": self.reason,
-                "during": self.during, "after": self.after, "last_request": self.last_request,
-                "summary": self.sentence(), "detail": self.detail,
-                "consequences": list(self.consequences),
-                "answered_again_before": self.answered_again_before}

@@ -137,3 +137,24 @@ def _scrub_prefixes(text: str, secret: str) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+BODY_EXCERPT = 2000
+"""How many characters of a body the evidence keeps."""
+
+
+def excerpt(data: str | bytes | None, limit: int = BODY_EXCERPT) -> str:
+    """Return at most `limit` characters of a body, marking the cut."""
+    if data is None:
+        return ""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more chars]"
+
+
+def redact(value: Any) -> Any:
+    """Replace values under secret-looking keys in nested JSON data."""
+    if isinstance(value, dict):
+        return {k: (MASK if secret_key_name(k) and v else redact(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value

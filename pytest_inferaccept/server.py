@@ -1,16 +1,32 @@
-"""The server under test: where it is, what it serves, and what it says about itself."""
+"""The server under test: where it is, what it serves, and what it says about itself.
+
+`ServerUnderTest` is the run model's `Server` (model.py): the server a test is given is the one
+the results document describes.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_inferaccept.evidence import excerpt, redact
+from pytest_inferaccept.scrub import excerpt, redact
 
 if TYPE_CHECKING:
     import httpx
+
+    from pytest_inferaccept.model import ServerUnderTest
+
+__all__ = ["VERSION_PATHS", "ServerUnavailable", "ServerUnderTest", "list_models", "version_info"]
+
+
+def __getattr__(name: str) -> Any:
+    """`ServerUnderTest` is the run model's class, imported when first asked for (pydantic is not loaded
+    before)."""
+    if name == "ServerUnderTest":
+        from pytest_inferaccept.model import ServerUnderTest
+
+        return ServerUnderTest
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 VERSION_PATHS: tuple[str, ...] = ("/version", "/props", "/info", "/get_server_info",
                                   "/api/version")
@@ -19,53 +35,6 @@ VERSION_PATHS: tuple[str, ...] = ("/version", "/props", "/info", "/get_server_in
 
 class ServerUnavailable(RuntimeError):
     """The server under test cannot be used at all; the run cannot judge it."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServerUnderTest:
-    """The server the acceptance run judges."""
-
-    base_url: str
-    """Root URL (infra endpoints such as /health live here; the API under /v1)."""
-    model: str
-    embedding_url: str
-    embedding_model: str | None
-    served_models: tuple[str, ...]
-    required: tuple[str, ...]
-    version_info: dict[str, Any] = field(default_factory=dict)
-    log_paths: tuple[Path, ...] = ()
-    launched: str | None = None
-    """How the plugin started it (command or preset), or None for an external server."""
-    ready_seconds: float | None = None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ServerUnderTest:
-        """The server from its `to_json` form (what an xdist controller hands its workers)."""
-        return cls(base_url=data["base_url"], model=data["model"], embedding_url=data["embedding_url"],
-                   embedding_model=data["embedding_model"], served_models=tuple(data["served_models"]),
-                   required=tuple(data["required_capabilities"]), version_info=dict(data["version_info"]),
-                   log_paths=tuple(Path(p) for p in data["log_paths"]), launched=data["launched"],
-                   ready_seconds=data["ready_seconds"])
-
-    @property
-    def api_base(self) -> str:
-        """The OpenAI API base, <root>/v1."""
-        return f"{self.base_url}/v1"
-
-    @property
-    def log_path(self) -> Path | None:
-        """The launched chat server's log file, if the plugin launched it."""
-        return self.log_paths[0] if self.log_paths else None
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready description for the results file."""
-        return {
-            "base_url": self.base_url, "model": self.model, "embedding_url": self.embedding_url,
-            "embedding_model": self.embedding_model, "served_models": list(self.served_models),
-            "required_capabilities": list(self.required), "version_info": self.version_info,
-            "log_paths": [str(p) for p in self.log_paths], "launched": self.launched,
-            "ready_seconds": self.ready_seconds,
-        }
 
 
 def list_models(client: httpx.Client, base_url: str) -> tuple[str, ...] | None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from pytest_inferaccept.capabilities import DEFAULT_REQUIRED, parse_capability_list
-from pytest_inferaccept.capacity.settings import CapacitySettings, CapacitySettingsError, resolve_capacity
-from pytest_inferaccept.compare.policy import GateSettings, PolicyError, parse_gate
+from pytest_inferaccept.capacity_settings import CapacitySettings, CapacitySettingsError, resolve_capacity
+from pytest_inferaccept.gate_settings import GateSettings, PolicyError, parse_gate
 from pytest_inferaccept.markers import SloSpec
 from pytest_inferaccept.robustness import config as robustness_config
 
@@ -186,8 +186,13 @@ def _positive_float(name: str, raw: str) -> float:
 Lookup = Callable[[str], "str | None"]
 
 
-def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
-    """Build Settings from a lookup of raw option values (CLI value, else ini value, else None)."""
+def resolve(lookup: Lookup, environ: dict[str, str] | None = None, *,
+            slo_values: Sequence[str] | None = None) -> Settings:
+    """Build Settings from a lookup of raw option values (CLI value, else ini value, else None).
+
+    `slo_values`: each --slo value as given (the ini's lines, then the command line's), parsed
+    one by one; without them lookup("slo") is read as text, one value a line.
+    """
     env = dict(os.environ) if environ is None else environ
     url = lookup("server_url")
     cmd = lookup("server_cmd")
@@ -254,7 +259,7 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None) -> Settings:
         max_response_bytes=_megabytes("--max-response-mb", lookup("max_response_mb") or "16"),
         html_path=Path(html_raw) if (html_raw := lookup("html_path")) else None,
         conditions=parse_conditions(lookup("condition")),
-        load=_load_settings(lookup),
+        load=_load_settings(lookup, slo_values),
         gate=_gate_settings(lookup),
         capacity=_capacity_settings(lookup),
         reasoning_field=_choice("--reasoning-field", lookup("reasoning_field") or "any", REASONING_FIELDS),
@@ -388,7 +393,7 @@ def _positive_int(name: str, raw: str) -> int:
     return value
 
 
-def _load_settings(lookup: Lookup) -> LoadSettings:
+def _load_settings(lookup: Lookup, slo_values: Sequence[str] | None) -> LoadSettings:
     from pytest_inferaccept.slo_profile import SloProfileError
     from pytest_inferaccept.slo_profile import resolve as resolve_slo
 
@@ -396,7 +401,7 @@ def _load_settings(lookup: Lookup) -> LoadSettings:
     if judge not in ("interval", "point"):
         raise SettingsError(f"--slo-judge {judge!r} is unknown; allowed: interval, point")
     try:
-        slo, source = resolve_slo(lookup("slo"), lookup("slo_profile"))
+        slo, source = resolve_slo(lookup("slo") if slo_values is None else slo_values, lookup("slo_profile"))
     except SloProfileError as exc:
         raise SettingsError(str(exc)) from None
     client_check = (lookup("client_check") or "strict").strip()

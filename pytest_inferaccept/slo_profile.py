@@ -20,6 +20,7 @@ reasoning or a tool call), as MLPerf times the first token.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,14 @@ NAMED_PROFILES: dict[str, NamedProfile] = {p.name: p for p in (
 """Profiles --slo-profile takes by name, in the order they are listed."""
 
 
-def parse_entries(text: str | None) -> dict[str, float | int]:
-    """Parse `KEY=VALUE` entries, one a line or comma separated, into limits."""
-    out: dict[str, float | int] = {}
-    if not text:
-        return out
-    for entry in (e.strip() for line in text.splitlines() for e in line.split(",")):
+SloRow = tuple[str, "float | int"]
+"""One limit as given: its key and its number (`--slo ttft_p95=0.5` gives ("ttft_p95", 0.5))."""
+
+
+def parse_value(value: str) -> tuple[SloRow, ...]:
+    """Parse one --slo value (or ini line), KEY=VALUE or several split by commas or lines, into its rows."""
+    rows: list[SloRow] = []
+    for entry in (e.strip() for line in value.splitlines() for e in line.split(",")):
         if not entry:
             continue
         key, sep, raw = entry.partition("=")
@@ -103,11 +106,16 @@ def parse_entries(text: str | None) -> dict[str, float | int]:
         if not sep or not key:
             raise SloProfileError(f"--slo {entry!r} is not KEY=VALUE (e.g. --slo ttft_p95=0.5)")
         try:
-            value: float | int = int(raw) if key == "min_samples" else float(raw)
+            number: float | int = int(raw) if key == "min_samples" else float(raw)
         except ValueError:
             raise SloProfileError(f"--slo {key}: {raw.strip()!r} is not a number") from None
-        out[key] = value
-    return out
+        rows.append((key, number))
+    return tuple(rows)
+
+
+def parse_values(values: Sequence[str]) -> tuple[SloRow, ...]:
+    """Parse each --slo value once, in the order given, keeping every row (a later key wins when merged)."""
+    return tuple(row for value in values for row in parse_value(value))
 
 
 def load_profile(path: Path) -> tuple[str, dict[str, float | int]]:
@@ -175,8 +183,12 @@ def _explain(path: Path, exc: Any) -> str:
     return f"--slo-profile {path}: {where}: {first['msg']}"
 
 
-def resolve(entries: str | None, profile: str | None) -> tuple[SloSpec | None, str | None]:
-    """The session's SLO and where it came from (a profile name and/or "--slo"), or (None, None)."""
+def resolve(entries: str | Sequence[str] | None, profile: str | None) -> tuple[SloSpec | None, str | None]:
+    """The session's SLO and where it came from (a profile name and/or "--slo"), or (None, None).
+
+    `entries` are the --slo values as given (a text: one of them), each parsed once, after the
+    profile so that a bad profile is named first.
+    """
     limits: dict[str, float | int] = {}
     sources: list[str] = []
     named = None
@@ -188,7 +200,8 @@ def resolve(entries: str | None, profile: str | None) -> tuple[SloSpec | None, s
         else:
             name, limits = load_profile(_profile_path(profile))
             sources.append(f"profile {name} ({profile})")
-    given = parse_entries(entries)
+    values = (entries,) if isinstance(entries, str) else (entries or ())
+    given = dict(parse_values(values))
     if given:
         limits.update(given)
         sources.append("--slo " + ",".join(f"{k}={v}" for k, v in given.items()))

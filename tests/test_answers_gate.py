@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from pytest_inferaccept.compare.gate import compare_with_baseline
-from pytest_inferaccept.compare.policy import GateSettings
+from pytest_inferaccept.baseline.gate import against_baseline
 from pytest_inferaccept.fake import FakeServer
+from pytest_inferaccept.gate_settings import GateSettings
+from pytest_inferaccept.model import load_body
 
 ANSWERS = '''
 from pytest_inferaccept.suites.test_answers import (
@@ -392,10 +393,9 @@ def _compare(runs: Runs, pytester: pytest.Pytester, tmp_path: Path, edit: Edit |
         edit(old)
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(old), encoding="utf-8")
-    section, regressions, warnings, problem = compare_with_baseline(
-        new or measured.doc, gate or GateSettings(baseline_path=path))
-    assert problem is None, problem
-    return section, regressions, warnings
+    found = against_baseline(load_body(new or measured.doc), gate or GateSettings(baseline_path=path))
+    assert found.problem is None, found.problem
+    return found.section.model_dump(exclude_unset=True), found.regressions, found.warnings
 
 
 def _ttft(section: dict[str, Any]) -> dict[str, Any]:
@@ -499,7 +499,9 @@ def test_answer_drift_under_fail_is_not_a_regression_against_other_hardware(
     path = tmp_path / "base-a100.json"
     path.write_text(json.dumps(old), encoding="utf-8")
     gate = GateSettings(baseline_path=path, answer_drift="fail")
-    section, regressions, warnings = compare_with_baseline(fail.doc, gate)[:3]
+    found = against_baseline(load_body(fail.doc), gate)
+    section, regressions, warnings = (found.section.model_dump(exclude_unset=True), found.regressions,
+                                      found.warnings)
     drifted = [c for c in section["changes"]
                if c["kind"] in ("answer", "embedding") and "drifted" in c["detail"]]
     assert drifted and {c["status"] for c in drifted} == {"changed"}

@@ -7,19 +7,16 @@ import random
 import pytest
 
 from pytest_inferaccept.capacity.analysis import breaker, explain, find_knee, knee_caveat, max_slo_level
-from pytest_inferaccept.capacity.settings import CapacitySettingsError, resolve_capacity
-from pytest_inferaccept.stats.trend import mann_kendall, theil_sen, trend
+from pytest_inferaccept.capacity_settings import CapacitySettingsError, resolve_capacity
+from pytest_inferaccept.model import CapacityStep
+from pytest_inferaccept.stats.trend import mann_kendall, theil_sen, trend, trend_view
 
 
 def _slots_ladder(k: int, levels: tuple[int, ...] = (1, 2, 4, 8, 16, 32), per_slot: float = 100.0,
-                  service_s: float = 0.2) -> list[dict[str, object]]:
+                  service_s: float = 0.2) -> list[CapacityStep]:
     """What a server with k slots gives: throughput grows to k slots, then requests queue."""
-    rows = []
-    for c in levels:
-        busy = min(c, k)
-        rows.append({"level": c, "throughput_tokens_per_s": per_slot * busy,
-                     "e2e_p95": service_s * max(1.0, c / k), "slo_status": "pass"})
-    return rows
+    return [CapacityStep(level=c, throughput_tokens_per_s=per_slot * min(c, k),
+                         e2e_p95=service_s * max(1.0, c / k), slo_status="pass") for c in levels]
 
 
 @pytest.mark.parametrize("k", [1, 2, 4, 8, 16])
@@ -43,7 +40,7 @@ def test_no_knee_while_throughput_grows_and_flat_latency_alone_is_no_knee() -> N
     assert knee.level is None
     assert "kept growing" in knee.reason
     # Throughput flat but latency flat too (an under-driven client): not a knee either.
-    flat = [{"level": c, "throughput_tokens_per_s": 100.0, "e2e_p95": 0.2} for c in (1, 2, 4)]
+    flat = [CapacityStep(level=c, throughput_tokens_per_s=100.0, e2e_p95=0.2) for c in (1, 2, 4)]
     assert find_knee(flat).level is None
 
 
@@ -57,8 +54,8 @@ def test_the_knee_reason_gives_the_figures() -> None:
 def test_one_disturbed_level_does_not_move_the_knee() -> None:
     rows = _slots_ladder(16, (1, 2, 4, 8, 16, 32, 64))
     # c=4 measured 40% low on throughput and 50% high on latency: from 2 to 4 it looks saturated.
-    rows[2]["throughput_tokens_per_s"] *= 0.6  # type: ignore[operator]
-    rows[2]["e2e_p95"] *= 1.5  # type: ignore[operator]
+    rows[2].throughput_tokens_per_s = (rows[2].throughput_tokens_per_s or 0.0) * 0.6
+    rows[2].e2e_p95 = (rows[2].e2e_p95 or 0.0) * 1.5
     knee = find_knee(rows)
     assert (knee.level, knee.confirmed) == (16, True)
     assert "on the lines fitted through all 7 levels" in knee.reason
@@ -67,12 +64,11 @@ def test_one_disturbed_level_does_not_move_the_knee() -> None:
 def test_a_knee_with_one_level_beyond_it_is_not_confirmed_and_says_so() -> None:
     knee = find_knee(_slots_ladder(16))
     assert (knee.level, knee.confirmed, knee.levels_beyond) == (16, False, 1)
-    found = knee.to_json()
-    assert found["confirmed"] is False
-    assert found["certainty"].startswith("not confirmed: only c=32 lies beyond")
-    assert knee_caveat(found) == "the ladder's knee at c=16, which is not confirmed (only 1 level beyond it)"
-    sure = find_knee(_slots_ladder(4)).to_json()
-    assert sure["confirmed"] is True and knee_caveat(sure) == ""
+    assert knee.certainty.startswith("not confirmed: only c=32 lies beyond")
+    assert knee_caveat(knee) == "the ladder's knee at c=16, which is not confirmed (only 1 level beyond it)"
+    assert knee_caveat(knee.model_dump()) == knee_caveat(knee)  # as a mapping too
+    sure = find_knee(_slots_ladder(4))
+    assert sure.confirmed is True and knee_caveat(sure) == ""
     assert knee_caveat({"level": 4, "reason": "an older document"}) == ""  # no `confirmed` key: as reported
     assert knee_caveat(None) == ""
 
@@ -82,8 +78,8 @@ def test_a_sweep_knee_is_read_off_its_throughput_alone() -> None:
     rows = []
     for rate in (2.5, 5.0, 7.5, 10.0, 12.5, 15.0):
         load = rate / 10.0
-        rows.append({"level": rate, "throughput_tokens_per_s": 100 * min(rate, 10.0),
-                     "e2e_p95": 0.2 / (1 - load) if load < 0.9 else 2.0 + 30 * (load - 0.9)})
+        rows.append(CapacityStep(level=rate, throughput_tokens_per_s=100 * min(rate, 10.0),
+                                 e2e_p95=0.2 / (1 - load) if load < 0.9 else 2.0 + 30 * (load - 0.9)))
     knee = find_knee(rows, unit="rate", closed_loop=False)
     assert (knee.level, knee.confirmed) == (10.0, True)
     assert knee.reason.startswith("from rate=10 to rate=12.5 throughput grew +0%")
@@ -91,7 +87,7 @@ def test_a_sweep_knee_is_read_off_its_throughput_alone() -> None:
 
 def test_max_slo_level_counts_up_from_the_bottom_and_names_the_first_failure() -> None:
     failure = "ttft_p95 = 2.3 s vs limit 0.5 s"
-    rows = [{"level": c, "slo_status": s, "slo_failures": failure if s == "fail" else ""}
+    rows = [CapacityStep(level=c, slo_status=s, slo_failures=failure if s == "fail" else "")
             for c, s in ((1, "pass"), (2, "pass"), (4, "pass"), (8, "fail"), (16, "pass"))]
     best, why = max_slo_level(rows)
     assert best == 4
@@ -99,34 +95,36 @@ def test_max_slo_level_counts_up_from_the_bottom_and_names_the_first_failure() -
 
 
 def test_max_slo_level_stops_at_a_level_it_cannot_judge() -> None:
-    rows = [{"level": 1, "slo_status": "pass"}, {"level": 2, "slo_status": "not_enough_data"},
-            {"level": 4, "slo_status": "pass"}]
+    rows = [CapacityStep(level=1, slo_status="pass"), CapacityStep(level=2, slo_status="not_enough_data"),
+            CapacityStep(level=4, slo_status="pass")]
     assert max_slo_level(rows) == (1, "c=2 could not be judged: not enough data")
-    bound = [{"level": 1, "slo_status": "pass", "client_bound": ["loop late"]}]
+    bound = [CapacityStep(level=1, slo_status="pass", client_bound=["loop late"])]
     assert max_slo_level(bound)[0] is None
 
 
 def test_the_breaker_trips_on_errors_or_latency() -> None:
-    assert breaker({"error_rate": 0.2}, max_error_rate=0.1, max_latency_s=30) == "error rate 20.0% > 10%"
-    assert breaker({"error_rate": 0.0, "e2e_p95": 40.0}, max_error_rate=0.1, max_latency_s=30) == (
+    def row(**figures: float) -> CapacityStep:
+        return CapacityStep(level=1, **figures)
+
+    assert breaker(row(error_rate=0.2), max_error_rate=0.1, max_latency_s=30) == "error rate 20.0% > 10%"
+    assert breaker(row(error_rate=0.0, e2e_p95=40.0), max_error_rate=0.1, max_latency_s=30) == (
         "latency p95 40 s > 30 s")
-    assert breaker({"error_rate": 0.05, "e2e_p95": 1.0}, max_error_rate=0.1, max_latency_s=30) is None
+    assert breaker(row(error_rate=0.05, e2e_p95=1.0), max_error_rate=0.1, max_latency_s=30) is None
 
 
 def test_explanations_come_from_the_gauges() -> None:
     rows = _slots_ladder(4)
     for r in rows:
-        level = int(r["level"])  # type: ignore[call-overload]
-        r["telemetry"] = {"waiting": max(0, level - 4), "kv_cache": 1.0 if level >= 16 else 0.3}
-    kinds = {e["kind"]: e for e in explain(rows, 4)}
-    assert "requests queue" in kinds["queueing"]["text"]
-    assert kinds["kv_cache_full"]["level"] == 16
+        r.telemetry = {"waiting": max(0, r.level - 4), "kv_cache": 1.0 if r.level >= 16 else 0.3}
+    kinds = {e.kind: e for e in explain(rows, 4)}
+    assert "requests queue" in kinds["queueing"].text
+    assert kinds["kv_cache_full"].level == 16
     # Without a waiting gauge the queue is not claimed, and the absence is said.
     for r in rows:
-        r["telemetry"] = {}
+        r.telemetry = {}
     (only,) = explain(rows, 4)
-    assert only["kind"] == "saturated"
-    assert "exposes no waiting gauge" in only["text"]
+    assert only.kind == "saturated"
+    assert "exposes no waiting gauge" in only.text
 
 
 def test_theil_sen_ignores_outliers_and_mann_kendall_sees_a_trend() -> None:
@@ -159,7 +157,7 @@ def test_a_trend_reports_its_slope_with_an_interval_and_keeps_its_old_keys() -> 
     assert tr.slope_low < tr.slope_per_s < tr.slope_high
     assert tr.slope_low > 0  # per second: the true slope is 0.004 s/s
     assert tr.slope_low < 0.004 < tr.slope_high
-    found = tr.to_json()
+    found = trend_view(tr).model_dump(exclude_unset=True)
     assert {"n", "slope_per_s", "p_value", "start", "span_s", "change", "relative_change"} <= set(found)
     assert {"slope_low", "slope_high", "confidence", "lag1", "assumed_correlation", "method"} <= set(found)
     # Reproducible: the simulated null distribution is seeded.

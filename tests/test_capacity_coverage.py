@@ -14,8 +14,9 @@ import random
 from itertools import pairwise
 
 from pytest_inferaccept.capacity.analysis import KNEE_EFFICIENCY, KNEE_LATENCY_RISE, find_knee
+from pytest_inferaccept.model import CapacityStep
 from pytest_inferaccept.stats.percentiles import quantile
-from pytest_inferaccept.stats.quantile_ratio import bootstrap_quantile, quantile_ratio
+from pytest_inferaccept.stats.quantile_ratio import bootstrap_quantile, quantile_ratio, ratio_view
 from pytest_inferaccept.stats.trend import mann_kendall, theil_sen, trend
 
 # ---------------------------------------------------------------------------------------------
@@ -24,7 +25,7 @@ from pytest_inferaccept.stats.trend import mann_kendall, theil_sen, trend
 LEVELS = (1, 2, 4, 8, 16, 32)
 
 
-def _ladder(rng: random.Random, slots: int, noise: float) -> list[dict[str, float]]:
+def _ladder(rng: random.Random, slots: int, noise: float) -> list[CapacityStep]:
     """A server with `slots` slots: throughput grows to them, then requests queue (Little's law).
 
     Each level's throughput and e2e p95 are multiplied by their own exp(N(0, noise)): noise 0.2 is
@@ -32,21 +33,22 @@ def _ladder(rng: random.Random, slots: int, noise: float) -> list[dict[str, floa
     """
     rows = []
     for c in LEVELS:
-        rows.append({
-            "level": c,
-            "throughput_tokens_per_s": 100.0 * min(c, slots) * math.exp(rng.gauss(0.0, noise)),
-            "e2e_p95": 0.2 * max(1.0, c / slots) * math.exp(rng.gauss(0.0, noise)),
-        })
+        rows.append(CapacityStep(
+            level=c,
+            throughput_tokens_per_s=100.0 * min(c, slots) * math.exp(rng.gauss(0.0, noise)),
+            e2e_p95=0.2 * max(1.0, c / slots) * math.exp(rng.gauss(0.0, noise)),
+        ))
     return rows
 
 
-def _first_saturated_pair(rows: list[dict[str, float]]) -> float | None:
+def _first_saturated_pair(rows: list[CapacityStep]) -> float | None:
     """The rule read off two raw points (what the knee was before): the first pair that looks saturated."""
     for a, b in pairwise(rows):
-        grew = b["throughput_tokens_per_s"] / a["throughput_tokens_per_s"] - 1
-        eff = grew / (b["level"] / a["level"] - 1)
-        if eff < KNEE_EFFICIENCY and b["e2e_p95"] > a["e2e_p95"] * (1 + KNEE_LATENCY_RISE):
-            return a["level"]
+        assert a.throughput_tokens_per_s and b.throughput_tokens_per_s and a.e2e_p95 and b.e2e_p95
+        grew = b.throughput_tokens_per_s / a.throughput_tokens_per_s - 1
+        eff = grew / (b.level / a.level - 1)
+        if eff < KNEE_EFFICIENCY and b.e2e_p95 > a.e2e_p95 * (1 + KNEE_LATENCY_RISE):
+            return a.level
     return None
 
 
@@ -88,8 +90,8 @@ def test_with_20_percent_noise_a_ladder_that_never_saturates_rarely_gets_a_knee(
     assert growing / trials <= 0.01, growing / trials  # throughput grows at every level
     flat = 0
     for _ in range(trials):  # an under-driven client: flat throughput and flat latency
-        rows = [{"level": c, "throughput_tokens_per_s": 100 * math.exp(rng.gauss(0, 0.2)),
-                 "e2e_p95": 0.2 * math.exp(rng.gauss(0, 0.2))} for c in LEVELS]
+        rows = [CapacityStep(level=c, throughput_tokens_per_s=100 * math.exp(rng.gauss(0, 0.2)),
+                             e2e_p95=0.2 * math.exp(rng.gauss(0, 0.2))) for c in LEVELS]
         flat += find_knee(rows).level is not None
     assert flat / trials <= 0.05, flat / trials
 
@@ -251,4 +253,5 @@ def test_the_ratio_interval_judges_only_what_it_can_show() -> None:
     doubled = quantile_ratio([3 * v for v in same], same)
     assert doubled.judge(1.5) == "fail"
     assert quantile_ratio([], same).judge(1.5) == "not_enough_data"
-    assert set(found.to_json()) >= {"value", "low", "high", "p", "confidence", "n_numerator", "n_denominator"}
+    written = set(ratio_view(found).model_dump(exclude_unset=True))
+    assert written >= {"value", "low", "high", "p", "confidence", "n_numerator", "n_denominator"}

@@ -127,30 +127,30 @@ def _records(ok: int, **failed: int) -> list[RequestRecord]:
 
 def test_a_step_that_mostly_failed_is_failing_and_says_how() -> None:
     found = describe(_records(2, empty=38), {"concurrency": 2})
-    assert found["failing"] and found["broken"] == 38 and found["shed"] == 0
-    assert found["text"] == f"under concurrency 2, 38 of 40 answers were incomplete: {EMPTY}"
+    assert found.failing and found.broken == 38 and found.shed == 0
+    assert found.text == f"under concurrency 2, 38 of 40 answers were incomplete: {EMPTY}"
     mixed = describe(_records(4, empty=20, http_500=10, timeout=6), {"rate": 4.0})
-    assert mixed["failing"]
-    assert mixed["text"] == (f"at 4 requests/s, 36 of 40 requests failed: 20 incomplete ({EMPTY}), "
+    assert mixed.failing
+    assert mixed.text == (f"at 4 requests/s, 36 of 40 requests failed: 20 incomplete ({EMPTY}), "
                              "10 HTTP 500, 6 timeout")
     lacking = describe(_records(0, no_finish=3, nothing=1))
-    assert lacking["kinds"] == {"incomplete (no finish_reason)": 3, "incomplete (nothing generated)": 1}
-    assert lacking["text"] == "4 of 4 requests failed: 3 incomplete (no finish_reason), 1 incomplete " \
+    assert lacking.kinds == {"incomplete (no finish_reason)": 3, "incomplete (nothing generated)": 1}
+    assert lacking.text == "4 of 4 requests failed: 3 incomplete (no finish_reason), 1 incomplete " \
                               "(nothing generated)"
 
 
 def test_a_few_failures_or_load_shed_do_not_make_a_failing_step_but_are_named() -> None:
     few = describe(_records(37, empty=3), {"concurrency": 8})
-    assert not few["failing"]
-    assert few["text"] == f"under concurrency 8, 3 of 40 answers were incomplete: {EMPTY}"
+    assert not few.failing
+    assert few.text == f"under concurrency 8, 3 of 40 answers were incomplete: {EMPTY}"
     shed = describe(_records(0, http_503=40), {"concurrency": 64})
-    assert not shed["failing"] and shed["shed"] == 40 and shed["broken"] == 0
-    assert shed["text"] == "under concurrency 64, 40 of 40 requests failed (HTTP 503)"
+    assert not shed.failing and shed.shed == 40 and shed.broken == 0
+    assert shed.text == "under concurrency 64, 40 of 40 requests failed (HTTP 503)"
     # A majority that the sample cannot show is no verdict; every request failing always is one.
-    assert not describe(_records(9, empty=11))["failing"]
-    assert describe(_records(0, empty=2))["failing"]
+    assert not describe(_records(9, empty=11)).failing
+    assert describe(_records(0, empty=2)).failing
     harness = describe([*_records(5), RequestRecord(index=99, error="client_error")])
-    assert harness["measured"] == 5 and harness["failed"] == 0 and not harness["failing"]
+    assert harness.measured == 5 and harness.failed == 0 and not harness.failing
 
 
 def test_a_step_is_called_failing_only_when_its_failures_are_conclusively_a_majority() -> None:
@@ -163,7 +163,7 @@ def test_a_step_is_called_failing_only_when_its_failures_are_conclusively_a_majo
         for _ in range(2000):
             k = sum(rng.random() < p for _ in range(40))
             if k not in cache:
-                cache[k] = describe(_records(40 - k, empty=k))["failing"]
+                cache[k] = describe(_records(40 - k, empty=k)).failing
             hits += cache[k]
         called[p] = hits / 2000
     assert called[0.3] == 0.0 and called[0.5] <= 0.025, called  # the 95% interval's one-sided 2.5%
@@ -190,8 +190,9 @@ def test_a_few_incomplete_answers_below_the_breaker_end_the_push_and_fail_it() -
     out = push(lambda tag, **kw: _result(tag, steps[kw["concurrency"]], kw["concurrency"]),
                lambda: (True, "HTTP 200 in 0.01 s"), levels=(1, 2, 4), requests=40, duration=10.0,
                breaker_errors=0.10, breaker_latency_s=30.0, request_timeout=5.0, label="stub")
-    assert [s["level"] for s in out.steps] == [1, 2]  # 5% failed: under the breaker, still a boundary
-    assert out.status == "fail" and not out.steps[1]["failing"]
-    assert out.findings["boundary"]["why"] == f"2 of 40 answers were incomplete: {EMPTY}"
+    assert [s.level for s in out.steps] == [1, 2]  # 5% failed: under the breaker, still a boundary
+    assert out.status == "fail" and not out.steps[1].failing
+    boundary = out.findings.boundary
+    assert boundary is not None and boundary.why == f"2 of 40 answers were incomplete: {EMPTY}"
     assert out.headline == ("falls over at c=2 instead of shedding load: 2 of 40 answers were incomplete: "
                             f"{EMPTY}")

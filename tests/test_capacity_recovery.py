@@ -211,11 +211,11 @@ def _stubbed(records: list[Any], *, restart: Any = None, answers: bool = True,
 def test_a_client_left_hanging_past_the_timeout_fails_the_recovery() -> None:
     result = _stubbed([(0.2, 0.9, None), (0.5, 8.0, "timeout"), (1.2, 1.3, "connect"), (1.5, 2.0, None)])
     assert result.status == "fail"
-    assert result.findings["hung"] == 1 and not result.findings["clean_errors"]
+    assert result.findings.hung == 1 and not result.findings.clean_errors
     assert result.reasons == [
         "1 request(s) hung past the request timeout (5 s + 2 s): the longest took 7.5 s"]
-    assert result.findings["lost_in_flight"] == 1 and result.findings["client_attempts_refused"] == 1
-    assert result.findings["requests_ok_after_restart"] == 1
+    assert result.findings.lost_in_flight == 1 and result.findings.client_attempts_refused == 1
+    assert result.findings.requests_ok_after_restart == 1
 
 
 def test_no_good_answer_after_the_restart_fails_and_a_failed_kill_is_invalid() -> None:
@@ -223,9 +223,9 @@ def test_no_good_answer_after_the_restart_fails_and_a_failed_kill_is_invalid() -
     assert silent.status == "fail"
     assert silent.reasons[0].startswith("ready again 0.0 s after the kill, but no good answer within 0.3 s")
     # The outage had not ended when the probing gave up: the loss is a lower bound, and says so.
-    assert silent.findings["outage_ended"] is False and silent.findings["outage_s"] >= 0.3
-    assert silent.findings["request_rate_per_s"] == pytest.approx(1.0, rel=0.01)
-    assert (f"at the 1.0 requests/s this level served, at least {silent.findings['outage_s']:.1f} requests "
+    assert silent.findings.outage_ended is False and silent.findings.outage_s >= 0.3
+    assert silent.findings.request_rate_per_s == pytest.approx(1.0, rel=0.01)
+    assert (f"at the 1.0 requests/s this level served, at least {silent.findings.outage_s:.1f} requests "
             "would have been lost during the outage, which was still going") in silent.headline
 
     def cannot_kill() -> dict[str, Any]:
@@ -258,29 +258,29 @@ def test_requests_lost_are_counted_at_the_served_rate_not_at_the_clients_resend_
     for result, attempts in ((slow, 40), (fast, 4000)):
         found = result.findings
         assert result.status == "pass", result.reasons
-        assert found["client_attempts_refused"] == attempts and found["lost_in_flight"] == 2, found
-        assert found["request_rate_per_s"] == pytest.approx(10.0) and found["request_rate_answers"] == 10
-        assert found["request_rate_basis"] == "before the kill"
-        assert found["outage_s"] == pytest.approx(0.8, abs=0.1) and found["outage_ended"], found
-        assert found["requests_lost_during_outage"] == pytest.approx(10.0 * found["outage_s"])
+        assert found.client_attempts_refused == attempts and found.lost_in_flight == 2, found
+        assert found.request_rate_per_s == pytest.approx(10.0) and found.request_rate_answers == 10
+        assert found.request_rate_basis == "before the kill"
+        assert found.outage_s == pytest.approx(0.8, abs=0.1) and found.outage_ended, found
+        assert found.requests_lost_during_outage == pytest.approx(10.0 * found.outage_s)
         match = re.search(r"; at the 10\.0 requests/s this level served, about (\d+\.\d) requests would have "
                           r"been lost during the outage, plus 2 in flight at the kill \(stream_error ×2\); "
                           r"every failure was a clean error \(connect, stream_error\)$", result.headline)
         assert match, result.headline
-        assert float(match.group(1)) == pytest.approx(found["requests_lost_during_outage"], abs=0.05)
+        assert float(match.group(1)) == pytest.approx(found.requests_lost_during_outage, abs=0.05)
         assert str(attempts) not in result.headline
     # A hundred times the refused attempts, the same loss (up to the few ms the stub's threads take).
-    lost = [r.findings["requests_lost_during_outage"] for r in (slow, fast)]
+    lost = [r.findings.requests_lost_during_outage for r in (slow, fast)]
     assert abs(lost[0] - lost[1]) < 0.5, lost
 
 
 def test_without_an_answer_before_the_kill_the_rate_after_the_restart_stands_in() -> None:
     result = _stubbed(_outage_load(20, down=0.5, before=False), down=0.5)
     found = result.findings
-    assert found["request_rate_basis"] == "after the restart" and found["request_rate_answers"] == 10, found
+    assert found.request_rate_basis == "after the restart" and found.request_rate_answers == 10, found
     # Ten answers from the first good one to the last answer's end (about 1.05 s).
-    assert found["request_rate_per_s"] == pytest.approx(10 / 1.05, rel=0.05), found
-    served = f"at the {found['request_rate_per_s']:.1f} requests/s this level served after the restart, "
+    assert found.request_rate_per_s == pytest.approx(10 / 1.05, rel=0.05), found
+    served = f"at the {found.request_rate_per_s:.1f} requests/s this level served after the restart, "
     assert served in result.headline, result.headline
 
 

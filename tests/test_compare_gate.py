@@ -167,13 +167,14 @@ def test_an_unusable_baseline_makes_the_run_invalid_but_keeps_its_results(
     # The clean server is gone once the module's runs are made; the gate's message needs none.
     bad = tmp_path / "old.json"
     bad.write_text(content)
-    from pytest_inferaccept.compare.gate import compare_with_baseline
-    from pytest_inferaccept.compare.policy import GateSettings
+    from pytest_inferaccept.baseline.gate import against_baseline
+    from pytest_inferaccept.gate_settings import GateSettings
+    from pytest_inferaccept.model import load_body
 
-    gate = GateSettings(baseline_path=bad)
-    section, regressions, _, problem = compare_with_baseline(runs["base"].doc, gate)
-    assert section["status"] == "not compared" and words in section["error"]
-    assert regressions == [] and problem is not None and words in problem
+    found = against_baseline(load_body(runs["base"].doc), GateSettings(baseline_path=bad))
+    section = found.section
+    assert section.status == "not compared" and section.error is not None and words in section.error
+    assert found.regressions == [] and found.problem is not None and words in found.problem
 
 
 def _offline(*args: str) -> subprocess.CompletedProcess[str]:
@@ -228,8 +229,8 @@ def test_the_side_by_side_groups_failures_by_area_and_writes_a_page(runs: dict[s
 
 
 def test_a_latency_figure_that_falls_on_failures_is_a_regression_not_a_lost_figure() -> None:
-    from pytest_inferaccept.compare.figures import _estimate
-    from pytest_inferaccept.compare.rules import judge, relative
+    from pytest_inferaccept.baseline.figures import _estimate
+    from pytest_inferaccept.baseline.rules import judge, relative
     from pytest_inferaccept.report.units import fmt_value
 
     old = _estimate({"value": 0.3, "low": 0.28, "high": 0.32, "n": 400})

@@ -23,7 +23,7 @@ def test_the_recording_client_keeps_request_status_and_body_without_the_key() ->
             resp.read()
     first, second = evidence.exchanges
     assert first.status == 200 and '"choices"' in first.response_body
-    assert "sk-abc" not in str(evidence.to_json())
+    assert "sk-abc" not in str(evidence.model_dump(mode="json", exclude_defaults=True))
     assert second.response_body.startswith("data: ")
 
 
@@ -44,7 +44,7 @@ def test_evidence_keeps_the_first_and_latest_exchanges_and_counts_the_rest() -> 
     urls = [e.url for e in evidence.exchanges]
     assert len(urls) == MAX_EXCHANGES
     assert urls[0] == "/x/0" and urls[-1] == "/x/29"
-    assert evidence.to_json()["dropped_exchanges"] == 30 - MAX_EXCHANGES
+    assert evidence.model_dump(mode="json", exclude_defaults=True)["dropped_exchanges"] == 30 - MAX_EXCHANGES
 
 
 def test_secret_looking_keys_are_redacted_in_nested_server_info() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_inferaccept.load.records import RequestRecord
+from pytest_inferaccept.model import InterferenceStep
 from tests._processes import fake_process
 from tests._stubs import NullSampler
 
@@ -93,10 +94,11 @@ def test_a_mixed_step_whose_short_requests_time_out_fails_and_says_why() -> None
     found = _scenario(random.Random(0), delayed=0.25, times_out=True)
     assert found.status == "fail"
     mixed = found.steps[1]
-    assert mixed["short_failed"] == 8 and mixed["short_failure_kinds"] == {"timeout": 8}
-    assert mixed["short_ttft_p95"] is None and mixed["short_ttft_p95_censored"] is True
-    assert mixed["short_ttft_p95_answered"] < 0.2  # the answered ones alone look unaffected
-    assert found.findings["ratio_p95"] is None and found.findings["ratio_p95_above_any_limit"] is True
+    assert isinstance(mixed, InterferenceStep)
+    assert mixed.short_failed == 8 and mixed.short_failure_kinds == {"timeout": 8}
+    assert mixed.short_ttft_p95 is None and mixed.short_ttft_p95_censored is True
+    assert (mixed.short_ttft_p95_answered or 1.0) < 0.2  # the answered ones alone look unaffected
+    assert found.findings.ratio_p95 is None and found.findings.ratio_p95_above_any_limit is True
     (reason,) = found.reasons
     assert reason.startswith("long prompts raise short prompts' TTFT p95 ×∞ (95% interval wholly ×∞), "
                              "above the ×1.5 allowed: with 25% long prompts (1000 tokens) it falls on failed "
@@ -105,7 +107,8 @@ def test_a_mixed_step_whose_short_requests_time_out_fails_and_says_why() -> None
     assert "slower than any limit with 25% long prompts" in found.headline
     assert found.notes[0] == ("mixed step: 8 of 33 short requests never got their first token (timeout ×8), "
                               "each counted as slower than any limit")
-    json.dumps(found.to_json(), allow_nan=False)  # no infinity reaches the results document
+    # no infinity reaches the results document
+    json.dumps(found.model_dump(exclude_unset=True), allow_nan=False)
 
 
 def test_short_requests_failing_alone_leave_the_ratio_undecided_never_passed() -> None:
@@ -124,8 +127,10 @@ def test_short_requests_failing_alone_leave_the_ratio_undecided_never_passed() -
     assert found.status == "invalid", found.reasons
     assert found.reasons[0].startswith("not enough data: short prompts' TTFT p95 alone is not known well "
                                        "enough to compare against the ×1.5 allowed"), found.reasons
-    assert found.steps[0]["short_ttft_p95_censored"] and found.findings["ratio_p95"] is None
-    json.dumps(found.to_json(), allow_nan=False)
+    alone = found.steps[0]
+    assert isinstance(alone, InterferenceStep)
+    assert alone.short_ttft_p95_censored and found.findings.ratio_p95 is None
+    json.dumps(found.model_dump(exclude_unset=True), allow_nan=False)
 
 
 # -- against the fake server --------------------------------------------------------------------

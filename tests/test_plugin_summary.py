@@ -23,3 +23,21 @@ def test_more_distinct_warnings_than_shown_are_counted() -> None:
     texts = _texts(verdict)
     assert sum(t.startswith("  warning: ") for t in texts) == MAX_REASONS
     assert "  … and 3 more warnings" in texts
+
+
+def test_the_baseline_and_the_other_failures_are_read_from_the_run_model_not_the_document() -> None:
+    from pytest_inferaccept.model import SCHEMA_ID, load
+
+    run = load({"schema": SCHEMA_ID, "verdict": {"status": "GO", "reasons": ["1 check passed"]},
+                "conditions": {"plugin_version": "1", "python": "3.11", "client_host": "ci",
+                               "client_platform": "Linux", "started_at": "2026-01-02T00:00:00+00:00",
+                               "finished_at": "2026-01-02T00:01:00+00:00", "settings": {}},
+                "other_failures": ["test_plain.py::test_sum failed"], "exit_status": 1,
+                "baseline": {"path": "accepted.json", "error": None, "status": "no regression",
+                             "run": {"started_at": "2026-01-01T00:00:00+00:00", "verdict": "GO"},
+                             "trusted": True}})
+    texts = [text for text, _ in lines(FinishedRun(verdict=run.verdict, document={}, run=run))]
+    assert "changed since the baseline (accepted.json, 2026-01-01T00:00:00+00:00, verdict GO): no " \
+           "regression" in texts
+    assert "outside the acceptance verdict: test_plain.py::test_sum failed" in texts
+    assert run.exit_status == 1

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_inferaccept.compare.diff import compare
-from pytest_inferaccept.compare.gate import unusable
-from pytest_inferaccept.compare.policy import GateSettings
+from pytest_inferaccept.baseline.diff import compare, verdict_reasons, warnings
+from pytest_inferaccept.baseline.gate import unusable
+from pytest_inferaccept.gate_settings import GateSettings
 from pytest_inferaccept.model import SCHEMA_ID, load
 from pytest_inferaccept.report.html import render
 from tests._report_runs import Page
@@ -66,10 +66,10 @@ def _with_baseline() -> dict[str, Any]:
                     answers=[("capital", f"Canberra {SCRIPT}"), ("code", f"x ** 2 {IMG}"),
                              ("list", "red, blue, yellow")])
     comparison = compare(load(old), load(new), GateSettings(), path="accepted/results.json")
-    new["baseline"] = comparison.to_json()
+    new["baseline"] = comparison.model_dump(exclude_unset=True)
     new["verdict"] = {"status": "NO-GO", "counts": {"passed": 2, "failed": 1},
-                      "reasons": [f"{TOOLS_TEST}: no tool call in the answer", *comparison.verdict_reasons()],
-                      "warnings": comparison.warnings()}
+                      "reasons": [f"{TOOLS_TEST}: no tool call in the answer", *verdict_reasons(comparison)],
+                      "warnings": warnings(comparison)}
     return new
 
 
@@ -210,7 +210,8 @@ def test_a_page_without_a_baseline_has_no_such_section() -> None:
 def test_a_baseline_that_could_not_be_used_says_so_plainly(tmp_path: Path) -> None:
     document = copy.deepcopy(_with_baseline())
     error = f"{tmp_path}/base.json: truncated: the JSON ends at character 120 before the document is complete"
-    document["baseline"] = unusable(tmp_path / "base.json", error, GateSettings())
+    section = unusable(tmp_path / "base.json", error, GateSettings())
+    document["baseline"] = section.model_dump(exclude_unset=True)
     document["verdict"] = {"status": "INVALID", "counts": {"passed": 3},
                            "reasons": [f"the baseline could not be compared: {error}"]}
     page = Page(render(document))

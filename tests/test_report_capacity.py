@@ -276,14 +276,12 @@ def test_server_text_in_a_scenario_is_printed_as_text(document: dict[str, Any]) 
 
 def test_an_unknown_kind_of_scenario_is_still_shown(document: dict[str, Any]) -> None:
     extra = copy.deepcopy(_scenario(document, "push"))
-    extra.update(kind="recovery", headline="restarted in 12 s and answered again", findings={}, steps=[],
-                 explanations=[])
+    extra.update(kind="spike", headline="held a burst of 64 at once", findings={}, steps=[], explanations=[])
     document["tests"][-1]["capacity"].append(extra)
     page = Page(render(document))
     assert "capacity-6" in page.ids
-    assert " ".join(page.text_of["capacity-6"].split()).startswith("pass recovery")
-    assert "Recovery (test_prompt_length_boundary): restarted in 12 s and answered again." \
-        in answer(load(document))
+    assert " ".join(page.text_of["capacity-6"].split()).startswith("pass spike")
+    assert "Spike (test_prompt_length_boundary): held a burst of 64 at once." in answer(load(document))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install "
@@ -326,9 +324,60 @@ def test_every_kind_the_scenarios_write_has_its_entry_and_each_reading_its_funct
 
     package = Path(capacity_view.__file__).resolve().parent.parent
     written = {kind for path in (package / "capacity").glob("*.py")
-               for kind in re.findall(r'\bkind="(\w+)"', path.read_text(encoding="utf-8"))}
-    assert len(written) >= 10, written  # the scan finds the scenarios
+               for kind in re.findall(r'conclude\(\s*kind="(\w+)"', path.read_text(encoding="utf-8"))}
+    assert len(written) >= 8, written  # the scan finds the scenarios (the ladder and sweep conclude in climb)
     assert sorted((written | set(get_args(Kind))) - set(KINDS)) == []
     assert set(CAPACITY_SENTENCES) == set(get_args(Sentences))
     assert set(PARTS) == set(get_args(Facts))
     assert set(PLOTS) == set(get_args(Plot))
+
+
+EFFECTS = Path(__file__).with_name("data") / "capacity_effects.json"
+"""A real run's failure recovery (the fake server killed and restarted) beside the workload-effect
+scenarios of the project's own tests against the fake server: latency by length bucket, long prompts
+against short ones (two slots), a shared prefix served from the cache, and multi-turn conversations."""
+
+
+def test_the_recovery_and_workload_effect_scenarios_show_their_own_figures() -> None:
+    document = json.loads(EFFECTS.read_text(encoding="utf-8"))
+    page = Page(render(document))
+    section = {n: " ".join(page.text_of[f"capacity-{n}"].split()) for n in range(1, 6)}
+    expected = {
+        1: ["pass Failure recovery", "ready again 2.1 s after the kill",
+            "first good answer 2.2 s after the kill",
+            "requests lost about 52.4 at the 24 requests/s this level served (before the kill)",
+            "in flight at the kill 4 (stream_error ×4)", "failed requests 4661 of 4765 (clean errors)"],
+        2: ["pass Latency by prompt and answer length", "context window 2048 tokens",
+            "TTFT p50 by input length short 29.4 ms, medium 351 ms, long 890 ms",
+            "e2e p95 by output length short 43.7 ms, medium 40.6 ms",
+            "input long 1536–1952 1768 long 4", "input very_long not run not run: beyond the context window",
+            "output medium 256–512 35 short, not the one asked"],
+        3: ["fail Long prompts against short ones", "short TTFT p95 75.3 ms alone, 436 ms mixed",
+            "p95 ratio, mixed / alone ×5.80 (95% interval ×5.72 to ×6.01)",
+            "counts as interference above ×2; the test allows ×1.1",
+            "alone, c=4 24 of 24 70.2 ms 75.3 ms", "mixed (25% long), c=4 24 of 24 105 ms 436 ms 8 of 8",
+            "interference at c=4 long prompts delay short ones: TTFT p95 ×5.8"],
+        4: ["pass Shared prefix against unique prompts", "TTFT p50 63.2 ms shared, 298 ms unique (×0.21)",
+            "prefix-cache hit rate 100 % shared, 0 % unique",
+            "shared, c=2 512 576 579 counted (p50) 8 100 % hit rate 100% (4632 of 4632 prompt tokens)",
+            "prefix cache at c=2 a shared 512-token prefix lowers TTFT p50 ×0.21"],
+        5: ["pass Multi-turn conversations", "conversations 4 of 4 turns at c=2",
+            "TTFT p50 by turn 1: 107 ms, 2: 243 ms, 3: 378 ms, 4: 514 ms",
+            "last turn against the first ×4.80",
+            "TTFT per 1000 prompt tokens +498 ms", "turn 4 4 4 1019 counted (p50) 515 ms 0 514 ms"],
+    }
+    for n, lines in expected.items():
+        for line in lines:
+            assert line in section[n], (n, line, section[n][:600])
+    # Each kind's step table: its own row names and columns, no SLO column (none of them is judged on one).
+    views = {view.kind: view for view in capacity_view.capacity_views(load(document), lambda t: "#")}
+    tables = {kind: view.table for kind, view in views.items()}
+    assert all(t is not None and not t.has_slo for t in tables.values())
+    turns = tables["multi_turn"]
+    assert turns is not None and turns.level_title == "turn" and "requests" not in turns.columns
+    assert [r.level for r in turns.rows] == ["turn 1", "turn 2", "turn 3", "turn 4"]
+    lengths = tables["length"]
+    assert lengths is not None and lengths.columns[:3] == ("tokens asked", "tokens counted (p50)", "answered")
+    said = answer(load(document))
+    assert any(s.startswith("Long prompts against short ones (test_it): short prompts' TTFT p95 75 ms")
+               for s in said), said

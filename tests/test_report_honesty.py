@@ -55,7 +55,7 @@ def _client_bound_document(client_check: str) -> dict[str, Any]:
     result = LoadResult(label="t", run=run, summary=summarize([], (0.0, 1.0)), slo=None, evaluation=None,
                         client_bound=bottleneck_reasons(selfcheck), client_check=client_check)
     document = copy.deepcopy(_minimal())
-    document["tests"][0]["load"] = [json.loads(json.dumps(result.to_json(), default=str))]
+    document["tests"][0]["load"] = [result.entry().model_dump(mode="json", exclude_unset=True)]
     return document
 
 

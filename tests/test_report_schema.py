@@ -7,14 +7,14 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, get_args, get_origin
 
 import jsonschema
 import pytest
 from pydantic import BaseModel, ValidationError
 
 import pytest_inferaccept
-from pytest_inferaccept.compare.figures import load_runs
+from pytest_inferaccept.baseline.figures import load_runs
 from pytest_inferaccept.fake import FakeServer
 from pytest_inferaccept.model import (
     CAPACITY_KINDS,
@@ -88,7 +88,9 @@ def test_a_document_with_load_results_and_unknown_keys_validates() -> None:
 
 @pytest.mark.parametrize(("path", "value"), [(("verdict", "status"), "MAYBE"),
                                               (("conditions", "settings", "api_key"), "sk-real-key"),
-                                              (("tests", 0, "outcome"), "won")])
+                                              (("tests", 0, "outcome"), "won"),
+                                              (("exit_status",), "one"),
+                                              (("other_failures",), "t.py::test_b failed")])
 def test_a_document_that_breaks_the_contract_is_rejected(path: tuple[Any, ...], value: Any) -> None:
     document = copy.deepcopy(_minimal())
     node: Any = document
@@ -144,18 +146,19 @@ def test_every_open_part_of_the_model_says_why_it_is_left_open() -> None:
     unexplained = sorted(name for name, description in open_fields.items() if "left open" not in description)
     assert not unexplained, f"type these in model.py, or say in their description why they are " \
                             f"left open: {unexplained}"
-    assert sorted(open_fields) == ["Evidence.values", "LoadSpec.extra_body", "LoadSpec.workload",
-                                   "Server.version_info"]
+    assert sorted(open_fields) == ["Evidence.values", "LoadResult.server_metrics", "LoadSpec.extra_body",
+                                   "LoadSpec.workload", "ServerUnderTest.version_info"]
 
 
 def test_every_capacity_kind_the_producers_write_is_documented() -> None:
-    from pytest_inferaccept.capacity.scenarios import CapacityResult
+    from pytest_inferaccept.capacity.scenarios import Kind
 
     sources = sorted((PACKAGE / "capacity").rglob("*.py"))
-    written = {kind for path in sources for kind in re.findall(r'\bkind="(\w+)"', path.read_text("utf-8"))}
-    assert written, "no kind=\"...\" in pytest_inferaccept/capacity"
+    written = {kind for path in sources
+               for kind in re.findall(r'conclude\(\s*kind="(\w+)"', path.read_text("utf-8"))}
+    assert written, "no conclude(kind=\"...\") in pytest_inferaccept/capacity"
     assert written <= set(CAPACITY_KINDS), f"add to CAPACITY_KINDS: {sorted(written - set(CAPACITY_KINDS))}"
-    assert set(get_args(get_type_hints(CapacityResult)["kind"])) == set(CAPACITY_KINDS)
+    assert set(get_args(Kind)) == set(CAPACITY_KINDS)
     described = schema.json_schema()["$defs"]["CapacityScenario"]["properties"]["kind"]["description"]
     assert all(kind in described.split("of ", 1)[1].split(", ") for kind in CAPACITY_KINDS)
 
@@ -183,7 +186,7 @@ def test_a_load_run_the_plugin_writes_is_typed_through_and_read_by_attribute(
     missed = {f"{type(part).__name__}: {sorted(part.model_extra)}" for part in _parts(first, second)
               if part.model_extra and not isinstance(part, LoadResult)}
     assert not missed, f"type these in model.py: {missed}"
-    assert sorted(first.model_extra or {}) == ["server_metrics"]
+    assert not first.model_extra and first.server_metrics is not None
     assert (first.label, second.label) == ("test_two_loads.py::test_two_loads",
                                            "test_two_loads.py::test_two_loads#2")
     assert first.slo_limits == {"ttft_p95": 2.0, "error_rate": 0.5}

@@ -27,7 +27,7 @@ def _estimate(value: float, n: int = 300) -> dict[str, Any]:
 
 
 def _summary(concurrency: int, ttft: float) -> dict[str, Any]:
-    """A LoadSummary.to_json() in the shape docs/statistics.md gives."""
+    """A summary as the results write it, in the shape docs/statistics.md gives."""
     ttft_stats = {"unit": "s", "n": 300, "p50": _estimate(ttft / 2), "p95": _estimate(ttft)}
     return {"confidence": 0.95, "counts": {"sent": 300, "warmup": 0, "measured": 300, "ok": 300, "failed": 0},
             "error_rate": _estimate(0.0), "metrics": {"ttft": ttft_stats},

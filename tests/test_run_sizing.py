@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -264,17 +263,19 @@ def test_a_capacity_step_is_not_cut_short_of_the_count_it_was_given(
 
 
 def test_a_ladder_whose_first_level_lacked_data_does_not_say_no_level_met_the_slos() -> None:
-    rows: list[dict[str, Any]] = [
-        {"level": level, "slo_status": status, "client_bound": [], "ttft_p95": 0.01, "e2e_p95": 0.02,
-         "throughput_tokens_per_s": 100.0 * level, "error_rate": 0.0}
-        for level, status in ((1, "not_enough_data"), (2, "pass"), (4, "pass"), (8, "pass"))]
+    from pytest_inferaccept.model import CapacityStep
+
+    rows = [CapacityStep(level=level, slo_status=status, client_bound=[], ttft_p95=0.01, e2e_p95=0.02,
+                         throughput_tokens_per_s=100.0 * level, error_rate=0.0)
+            for level, status in ((1, "not_enough_data"), (2, "pass"), (4, "pass"), (8, "pass"))]
     best, why = max_slo_level(rows)
     headline = _headline(rows, None, best, True, "c", why=why)
     assert "no level measured" not in headline
     assert headline.startswith("no level counts as meeting the SLOs (c=1 could not be judged: not enough "
                                "data), although c=2, c=4, c=8 pass on their own"), headline
     # a level the client limited passes nothing on its own: its figures are the client's
-    bound = [{**rows[1], "level": 1, "client_bound": ["the client could not keep 1 request in flight"]}]
+    bound = [rows[1].model_copy(update={"level": 1,
+                                        "client_bound": ["the client could not keep 1 request in flight"]})]
     best, why = max_slo_level(bound)
     assert _headline(bound, None, best, True, "c", why=why).startswith(
         "no level judged against the SLOs (c=1 could not be judged: the client limited the run)")

@@ -100,15 +100,15 @@ def test_a_window_conclusively_beyond_its_limit_fails_and_a_server_at_its_limit_
     rng = random.Random(31)
     trials = 2000
     # Exactly at the limit throughout: 5% of every window's requests beyond the p95 limit.
-    at_limit = sum(judge_windows(_window_soak(rng, over=0.05), P95, width_s=3.0)["status"] == "fail"  # type: ignore[index]
-                   for _ in range(trials))
+    judged = (judge_windows(_window_soak(rng, over=0.05), P95, width_s=3.0) for _ in range(trials))
+    at_limit = sum(check is not None and check.status == "fail" for check in judged)
     assert at_limit / trials <= 0.025, at_limit / trials  # measured 1.4% (another seed, 5,000: 1.2%)
     # One bad window (every request in it beyond the limit) in an otherwise comfortable soak.
     found = judge_windows(_window_soak(rng, over=0.01, bad=(7,)), P95, width_s=3.0)
-    assert found is not None and found["status"] == "fail", found
-    assert [(e["start_s"], e["end_s"]) for e in found["failing"]] == [(21.0, 24.0)]
-    assert found["text"].startswith("the SLO was conclusively missed in 1 of 20 windows of 3 s: 21–24 s: "
-                                    "ttft_p95 30 of 30 beyond 1 s (100%"), found["text"]
+    assert found is not None and found.status == "fail", found
+    assert [(e.start_s, e.end_s) for e in found.failing] == [(21.0, 24.0)]
+    assert found.text.startswith("the SLO was conclusively missed in 1 of 20 windows of 3 s: 21–24 s: "
+                                 "ttft_p95 30 of 30 beyond 1 s (100%"), found.text
     # Limits a window cannot speak to (a mean, a maximum) are left to the whole soak.
     mean_only = SloSpec(latency=(LatencyLimit(metric="ttft", stat="mean", limit=1.0),))
     assert judge_windows(_window_soak(rng, over=0.5), mean_only, width_s=3.0) is None
@@ -148,7 +148,7 @@ def _judged(points: list[tuple[float, float]], *, tail: bool) -> str:
     else:
         check = judge_latency(points, what="TTFT", metric="ttft", window_s=30.0, traffic=traffic, limits=[],
                               tolerance=1.0)
-    return str(check["status"])
+    return check.status
 
 
 def test_a_tail_that_triples_over_ten_minutes_with_a_flat_median_is_found_nine_times_in_ten() -> None:
@@ -178,7 +178,7 @@ def _shares(rate: float, *, n: int, trials: int, rng: random.Random) -> dict[str
     seen = {"pass": 0, "not_enough_data": 0, "fail": 0}
     for _ in range(trials):
         failed = [float(i) for i in range(n) if rng.random() < rate]
-        seen[judge_errors(failed, n, slo_limit=None)["status"]] += 1
+        seen[judge_errors(failed, n, slo_limit=None).status] += 1
     return {k: v / trials for k, v in seen.items()}
 
 
@@ -201,16 +201,16 @@ def test_errors_are_judged_by_their_interval_so_a_half_percent_server_is_not_fai
 
 def test_an_error_rate_the_slo_sets_decides_while_the_default_only_fails() -> None:
     given = judge_errors([1.0, 2.0], 150, slo_limit=0.01, first="http_error: HTTP 500")
-    assert given["status"] == "not_enough_data" and given["decides"] is True, given
-    assert given["text"].startswith("2 of 150 failed (1.3%; 95% CI 0.16%–4.7%): not enough data against "
-                                    "the SLO's error_rate of 1%: the interval straddles it; about "), given
-    assert given["text"].endswith("; the first 1.0 s into the soak (http_error: HTTP 500)"), given["text"]
+    assert given.status == "not_enough_data" and given.decides is True, given
+    assert given.text.startswith("2 of 150 failed (1.3%; 95% CI 0.16%–4.7%): not enough data against "
+                                 "the SLO's error_rate of 1%: the interval straddles it; about "), given
+    assert given.text.endswith("; the first 1.0 s into the soak (http_error: HTTP 500)"), given.text
     default = judge_errors([], 150, slo_limit=None)
-    assert default["status"] == "not_enough_data" and default["decides"] is False, default
-    assert "fails the soak only when conclusively exceeded" in default["text"], default["text"]
-    assert default["answer"] == "no request failed (0 of 150; 95% CI up to 2.4%: not shown within 1%)"
-    assert judge_errors([], 400, slo_limit=None)["status"] == "pass"
-    assert judge_errors([float(i) for i in range(10)], 150, slo_limit=None)["status"] == "fail"
+    assert default.status == "not_enough_data" and default.decides is False, default
+    assert "fails the soak only when conclusively exceeded" in default.text, default.text
+    assert default.answer == "no request failed (0 of 150; 95% CI up to 2.4%: not shown within 1%)"
+    assert judge_errors([], 400, slo_limit=None).status == "pass"
+    assert judge_errors([float(i) for i in range(10)], 150, slo_limit=None).status == "fail"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,8 +224,8 @@ def test_a_drift_over_one_minute_is_said_as_its_change_over_the_soak_not_a_relat
     traffic = Traffic(request_rate=10.0, duration_s=60.0, horizon=Horizon(seconds=86400.0))
     check = judge_latency(points, what="TTFT", metric="ttft", window_s=3.0, traffic=traffic, limits=[],
                           tolerance=1.0)
-    assert "%/h" not in check["text"] and "%/h" not in check["answer"], check["text"]
-    assert " over the soak's 57 s, -" in check["text"] and "% of its start" in check["text"], check["text"]
-    rate = check["rate"]
-    assert rate["relative_per_hour"] is None  # a minute says nothing of a relative rate per hour
-    assert -0.07 < rate["relative_change"] < -0.03, rate
+    assert "%/h" not in check.text and "%/h" not in (check.answer or ""), check.text
+    assert " over the soak's 57 s, -" in check.text and "% of its start" in check.text, check.text
+    rate = check.rate
+    assert rate is not None and rate.relative_per_hour is None  # a minute says nothing of a rate per hour
+    assert -0.07 < (rate.relative_change or 0.0) < -0.03, rate

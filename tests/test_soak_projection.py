@@ -15,8 +15,8 @@ import random
 
 import pytest
 
-from pytest_inferaccept.capacity.settings import CapacitySettingsError, resolve_capacity
 from pytest_inferaccept.capacity.soak_judge import Capacity, Traffic, judge_memory
+from pytest_inferaccept.capacity_settings import CapacitySettingsError, resolve_capacity
 from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.metrics import BASE_RESIDENT_BYTES, MetricsState
 from pytest_inferaccept.stats.projection import (
@@ -29,6 +29,7 @@ from pytest_inferaccept.stats.projection import (
     duration_words,
     parse_bytes,
     parse_horizon,
+    projection_view,
     shape_of,
     soak_needed,
 )
@@ -110,10 +111,12 @@ def _slope(per_s: float, half: float, *, floor_half: float | None = None, span: 
 def test_a_projection_carries_the_rate_to_the_horizon_and_says_when_the_limit_is_reached() -> None:
     # 30 KiB/s with a 95% interval of 28-32 KiB/s, 10 GiB left: about 97 h, past a 24 h horizon.
     p = Projection(slope=_slope(30 * KIB, 2 * KIB), horizon_s=DAY, level=4 * GIB, limit=14 * GIB)
-    assert p.to_json()["growth"] == pytest.approx(30 * KIB * DAY)
+    assert projection_view(p).growth == pytest.approx(30 * KIB * DAY)
     assert p.time_to_limit(30 * KIB) == pytest.approx(10 * GIB / (30 * KIB))
-    found = p.to_json()
-    assert found["time_to_limit_low_s"] < found["time_to_limit_s"] < found["time_to_limit_high_s"]
+    found = projection_view(p)
+    assert found.time_to_limit_low_s is not None and found.time_to_limit_s is not None
+    assert found.time_to_limit_high_s is not None
+    assert found.time_to_limit_low_s < found.time_to_limit_s < found.time_to_limit_high_s
     assert p.crosses is False
     # Ten times the rate: the low end of the interval reaches the limit within the day.
     assert Projection(slope=_slope(300 * KIB, 20 * KIB), horizon_s=DAY, level=4 * GIB, limit=14 * GIB).crosses
@@ -209,7 +212,7 @@ def test_a_stable_server_with_slow_load_swings_is_rarely_called_leaking() -> Non
     rng = random.Random(20)
     trials = 600
     false = sum(_judge(_memory(rng, 600.0, leak=0.0, swing=128 * MIB, tau=300.0, noise=16 * MIB), 600.0)
-                ["status"] == "fail" for _ in range(trials))
+                .status == "fail" for _ in range(trials))
     assert false / trials <= 0.01, false / trials  # measured 0.0% (3 × 3000 soaks, other seeds: 0.2-0.5%)
 
 
@@ -222,13 +225,13 @@ def test_a_leak_that_would_use_the_budget_in_half_the_horizon_is_found_by_the_re
     planned = []
     for _ in range(trials):
         pilot = _judge(_memory(rng, 600.0, leak=0.0, swing=128 * MIB, tau=300.0, noise=16 * MIB), 600.0)
-        plan = pilot["plan"]
-        assert isinstance(plan, dict)
-        seconds = float(plan["soak_needed_s"])
+        plan = pilot.plan
+        assert plan is not None
+        seconds = float(plan.soak_needed_s)
         planned.append(seconds)
         leaking = _memory(rng, seconds, leak=2 * EDGE, swing=128 * MIB, tau=300.0, noise=16 * MIB)
         soak = _judge(leaking, seconds)
-        found += soak["status"] == "fail"
+        found += soak.status == "fail"
     assert found / trials >= 0.95, found / trials  # measured 97.3% (500 trials, another seed: 96.4%)
     planned.sort()
     assert 3600 < planned[trials // 2] < 12 * 3600, planned[trials // 2]  # about 5.4 h
@@ -251,19 +254,21 @@ def test_a_latency_creep_says_when_it_would_cross_the_slo() -> None:
     # +20 ms over ten minutes (+120 ms/h): a p95 of 150 ms reaches its 500 ms limit after about 3 h.
     check = judge_latency(_latency(0.02 / 600), what="TTFT", metric="ttft", window_s=30.0, traffic=traffic,
                           limits=[("ttft_p95", 0.5, 0.15)], tolerance=1.0)
-    assert check["status"] == "fail", check["text"]
-    hours = check["projection"]["time_to_limit_s"] / 3600
+    assert check.status == "fail", check.text
+    assert check.projection is not None and check.projection.time_to_limit_s is not None
+    hours = check.projection.time_to_limit_s / 3600
     assert 2 < hours < 4.5, hours
-    assert "TTFT p95 would cross its SLO of 500 ms after about" in check["answer"]
-    assert 100 < check["rate"]["per_hour"] * 1000 < 140, check["rate"]
+    assert "TTFT p95 would cross its SLO of 500 ms after about" in (check.answer or "")
+    assert check.rate is not None and 100 < (check.rate.per_hour or 0) * 1000 < 140, check.rate
     flat = judge_latency(_latency(0.0), what="TTFT", metric="ttft", window_s=30.0, traffic=traffic,
                          limits=[("ttft_p95", 0.5, 0.15)], tolerance=1.0)
-    assert flat["status"] == "pass", flat["text"]
-    assert flat["rate"]["per_hour_low"] <= 0 <= flat["rate"]["per_hour_high"], flat["rate"]
+    assert flat.status == "pass", flat.text
+    assert flat.rate is not None, flat
+    assert (flat.rate.per_hour_low or 0) <= 0 <= (flat.rate.per_hour_high or 0), flat.rate
     # Without an SLO on it, doubling within the horizon is the limit.
     alone = judge_latency(_latency(0.02 / 600), what="TTFT", metric="ttft", window_s=30.0, traffic=traffic,
                           limits=[], tolerance=1.0)
-    assert alone["status"] == "fail" and "TTFT would reach 2× its start" in alone["text"], alone["text"]
+    assert alone.status == "fail" and "TTFT would reach 2× its start" in alone.text, alone.text
 
 
 def test_gpu_memory_is_judged_against_the_whole_gpu() -> None:
@@ -279,10 +284,10 @@ def test_gpu_memory_is_judged_against_the_whole_gpu() -> None:
                                                        points=[(t, 80.0 * GIB) for t, _ in used])
     traffic = Traffic(request_rate=10.0, duration_s=120.0, horizon=HORIZON)
     check = gpu_memory_check(sampler, 0.0, 120.0, window_s=6.0, traffic=traffic, tolerance=1.0)
-    assert check is not None and check["status"] == "fail" and check["gpu"] == "0", check
-    text = check["text"]
+    assert check is not None and check.status == "fail" and check.gpu == "0", check
+    text = check.text
     assert text.startswith("GPU 0 memory (gpu 0 (nvidia-smi)) grows +102 KiB per request"), text
-    assert "reaches all of its 80 GiB (the GPU's total) after about 2.8 h" in check["text"], check["text"]
+    assert "reaches all of its 80 GiB (the GPU's total) after about 2.8 h" in check.text, check.text
     assert gpu_memory_check(Sampler(base_url="x", gpu_command=""), 0.0, 1.0, window_s=1.0, traffic=traffic,
                             tolerance=1.0) is None
 
@@ -344,16 +349,16 @@ def test_growth_per_request_is_fitted_against_the_requests_finished_and_its_inte
         traffic = Traffic(request_rate=rate, duration_s=60.0, horizon=HORIZON, alpha=0.01)
         check = judge_memory(points, what="memory", window_s=3.0, traffic=traffic, capacity=CAPACITY,
                              tolerance=1.0, source="simulated", finished=counts)
-        got = check["rate"]
-        assert isinstance(got, dict) and got["per_request_basis"] == "finished_requests"
-        held += got["per_request_low"] <= 4 * KIB <= got["per_request_high"]
-        widths.append((got["per_request_high"] - got["per_request_low"]) / (4 * KIB))
-        slope = got["slope"]
-        quotient_widths.append((slope["high"] - slope["low"]) / rate / (4 * KIB))
-        steady += check["shape"]["kind"] == "steady"  # type: ignore[index]
+        got = check.rate
+        assert got is not None and got.per_request_basis == "finished_requests"
+        low, high = got.per_request_low or 0.0, got.per_request_high or 0.0
+        held += low <= 4 * KIB <= high
+        widths.append((high - low) / (4 * KIB))
+        quotient_widths.append((got.slope.high - got.slope.low) / rate / (4 * KIB))
+        steady += check.shape is not None and check.shape.kind == "steady"
         by_time = judge_memory(points, what="memory", window_s=3.0, traffic=traffic, capacity=CAPACITY,
                                tolerance=1.0, source="simulated")
-        steady_by_time += by_time["shape"]["kind"] == "steady"  # type: ignore[index]
+        steady_by_time += by_time.shape is not None and by_time.shape.kind == "steady"
     widths.sort()
     quotient_widths.sort()
     assert held / trials >= 0.92, held / trials  # 95% intervals: measured 100% (another seed: 99%)

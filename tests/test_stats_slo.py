@@ -12,7 +12,7 @@ import pytest
 from pytest_inferaccept.load.records import RequestRecord
 from pytest_inferaccept.markers import parse_slo
 from pytest_inferaccept.stats import LoadSummary, evaluate, evaluate_runs, summarize
-from pytest_inferaccept.stats.slo import overall
+from pytest_inferaccept.stats.slo import judgement_view, overall
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
 
@@ -209,7 +209,7 @@ def test_point_estimate_mode_keeps_a_minimum_sample() -> None:
     assert [r.status for r in ev.rows] == ["not_enough_data"] * 2
     assert [r.needed_n for r in ev.rows] == [100, 100]
     assert "a point estimate of p99 needs at least 100 measured requests" in ev.rows[0].message
-    assert ev.to_json()["point_estimate"] is True
+    assert judgement_view(ev).point_estimate is True
 
 
 def test_the_overall_status_is_fail_then_not_enough_data_then_pass() -> None:
@@ -264,7 +264,8 @@ def test_the_evaluation_json_is_strict_json() -> None:
     ev = evaluate_runs([run(grid(100), failures=2)], parse_slo((), {
         "ttft_p95": 0.5, "ttft_p999": 1.0, "itl_max": 0.1, "error_rate": 0.05, "throughput_min": 10.0,
         "request_rate_min": 1.0, "goodput_min": 0.2, "min_samples": 50}))
-    data = json.loads(json.dumps(ev.to_json(), allow_nan=False))
+    runs = [judgement_view(r).model_dump(exclude_unset=True) for r in ev.runs]
+    data = json.loads(json.dumps({"runs": runs}, allow_nan=False))
     assert list(data["runs"][0]["rows"][0]) == [
         "key", "limit", "measured", "ci_low", "ci_high", "n", "margin", "status", "basis", "method",
         "needed_n", "min_n", "message", "by_failures", "early_stopping"]

@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
+
+from pytest_inferaccept.model import CapacityExplanation, CapacityKnee, CapacityStep, ExplanationEvidence
 
 KNEE_EFFICIENCY = 0.25
 KNEE_LATENCY_RISE = 0.25
@@ -52,44 +53,23 @@ OPEN_LOOP_SLOPE = 1.0
 """Slope of log(load / throughput) against log(load) beyond an open loop's knee."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Knee:
-    """Where throughput stopped growing while latency climbed (None: not within the levels)."""
-
-    level: float | None
-    reason: str
-    efficiency: list[float | None]
-    """Scaling efficiency from each level to the next, as measured."""
-    confirmed: bool = False
-    """Saturation is seen to persist: at least two levels lie beyond the knee."""
-    certainty: str = ""
-    """How sure the knee is, in a sentence ("" when there is none)."""
-    levels_beyond: int = 0
-    """Measured levels above the knee."""
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {
-            "level": self.level,
-            "reason": self.reason,
-            "efficiency": self.efficiency,
-            "confirmed": self.confirmed,
-            "certainty": self.certainty,
-            "levels_beyond": self.levels_beyond,
-            "method": {"efficiency_below": KNEE_EFFICIENCY, "latency_rise_above": KNEE_LATENCY_RISE},
-        }
+def _knee(level: float | None, reason: str, efficiency: list[float | None], *, confirmed: bool = False,
+          certainty: str = "", levels_beyond: int = 0) -> CapacityKnee:
+    """Where throughput stopped growing while latency climbed (None: not within the levels), with the rule."""
+    return CapacityKnee(level=level, reason=reason, efficiency=efficiency,
+                        method={"efficiency_below": KNEE_EFFICIENCY, "latency_rise_above": KNEE_LATENCY_RISE},
+                        confirmed=confirmed, certainty=certainty, levels_beyond=levels_beyond)
 
 
-def throughput_of(row: Mapping[str, Any]) -> float | None:
+def throughput_of(row: CapacityStep) -> float | None:
     """A level's throughput: output tokens/s, else requests/s."""
-    tokens = row.get("throughput_tokens_per_s")
-    return tokens if tokens else row.get("request_rate_per_s")
+    tokens = row.throughput_tokens_per_s
+    return tokens if tokens else row.request_rate_per_s
 
 
-def latency_of(row: Mapping[str, Any]) -> float | None:
+def latency_of(row: CapacityStep) -> float | None:
     """A level's latency p95: end-to-end, else TTFT."""
-    e2e = row.get("e2e_p95")
-    return e2e if e2e is not None else row.get("ttft_p95")
+    return row.e2e_p95 if row.e2e_p95 is not None else row.ttft_p95
 
 
 def _least_squares(columns: list[list[float]], y: list[float]) -> list[float]:
@@ -139,33 +119,32 @@ def _clean(x: float) -> float:
 
 
 def find_knee(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[CapacityStep],
     *,
     efficiency: float = KNEE_EFFICIENCY,
     latency_rise: float = KNEE_LATENCY_RISE,
     unit: str = "c",
     closed_loop: bool = True,
-) -> Knee:
+) -> CapacityKnee:
     """The knee of a ladder (closed loop) or sweep (open loop) whose rows carry `level`, throughput and
     latency figures, read off every level."""
     effs: list[float | None] = []
-    for a, b in pairwise(rows):
-        ta, tb = throughput_of(a), throughput_of(b)
-        grow = b["level"] / a["level"] - 1 if a["level"] else 0
+    for lower, upper in pairwise(rows):
+        ta, tb = throughput_of(lower), throughput_of(upper)
+        grow = upper.level / lower.level - 1 if lower.level else 0
         effs.append((tb / ta - 1) / grow if ta and tb is not None and grow > 0 else None)
-    usable: list[Mapping[str, Any]] = []
-    for r in sorted(rows, key=lambda r: r["level"]):  # one row per level, each with both figures
-        if (r["level"] or 0) > 0 and (throughput_of(r) or 0) > 0 and (latency_of(r) or 0) > 0 and (
-                not usable or r["level"] > usable[-1]["level"]):
+    usable: list[CapacityStep] = []
+    for r in sorted(rows, key=lambda r: r.level):  # one row per level, each with both figures
+        if (r.level or 0) > 0 and (throughput_of(r) or 0) > 0 and (latency_of(r) or 0) > 0 and (
+                not usable or r.level > usable[-1].level):
             usable.append(r)
-    top = rows[-1]["level"] if rows else None
+    top = rows[-1].level if rows else None
     if top is None:
-        return Knee(level=None, reason="no levels measured", efficiency=effs)
+        return _knee(None, "no levels measured", effs)
     growing = f"not reached: throughput kept growing with the load up to {unit}={top:g}"
     if len(usable) < 2:
-        return Knee(level=None, reason=f"{growing} (fewer than two levels with throughput and latency)",
-                    efficiency=effs)
-    x = [math.log(r["level"]) for r in usable]
+        return _knee(None, f"{growing} (fewer than two levels with throughput and latency)", effs)
+    x = [math.log(r.level) for r in usable]
     u = [math.log(throughput_of(r) or 0.0) for r in usable]
     v = [math.log(latency_of(r) or 0.0) for r in usable]
     if closed_loop:
@@ -173,16 +152,16 @@ def find_knee(
     else:
         j = _bend(x, [xi - ui for xi, ui in zip(x, u, strict=True)], OPEN_LOOP_SLOPE)
     if j == len(usable) - 1:
-        return Knee(level=None, reason=growing, efficiency=effs)
+        return _knee(None, growing, effs)
     fu, fv = _broken_line(x, u, j), _broken_line(x, v, j)
-    a, b = usable[j]["level"], usable[j + 1]["level"]
+    a, b = usable[j].level, usable[j + 1].level
     t_ratio, l_ratio = math.exp(fu[j + 1] - fu[j]), math.exp(fv[j + 1] - fv[j])
     eff = _clean((t_ratio - 1) / (b / a - 1))
     grew, rose = _clean(t_ratio - 1), _clean(l_ratio - 1)
     latencies = f"({math.exp(fv[j]):.3g} s to {math.exp(fv[j + 1]):.3g} s)"
     fitted = f"the lines fitted through all {len(usable)} levels"
     if not (eff < efficiency and rose > latency_rise):
-        return Knee(level=None, efficiency=effs, reason=(
+        return _knee(None, efficiency=effs, reason=(
             f"{growing}: at the sharpest bend, from {unit}={a:g} to {unit}={b:g}, {fitted} grow throughput "
             f"{grew:+.0%} (scaling efficiency {eff:.2f}; a knee needs < {efficiency:g}) and latency p95 "
             f"{rose:+.0%} {latencies} (a knee needs > {latency_rise:+.0%})"))
@@ -191,28 +170,30 @@ def find_knee(
     beyond = len(usable) - 1 - j
     if beyond >= 2:
         certainty = (f"confirmed: saturation persists through the {beyond} levels beyond it "
-                     f"(up to {unit}={usable[-1]['level']:g})")
+                     f"(up to {unit}={usable[-1].level:g})")
     else:
         certainty = (f"not confirmed: only {unit}={b:g} lies beyond it, so one disturbed level could have "
                      f"made it; a level above {unit}={b:g} would confirm it")
-    return Knee(level=a, reason=figures, efficiency=effs, confirmed=beyond >= 2, certainty=certainty,
-                levels_beyond=beyond)
+    return _knee(a, figures, effs, confirmed=beyond >= 2, certainty=certainty, levels_beyond=beyond)
 
 
-def knee_caveat(knee: Mapping[str, Any] | None) -> str:
+def knee_caveat(knee: CapacityKnee | Mapping[str, Any] | None) -> str:
     """'' for a confirmed knee or none; else a phrase for what was derived from it, e.g. a soak's basis.
 
-    `knee` is a ladder's `findings["knee"]`; one without a `confirmed` key (an older document)
-    is taken as it was reported.
+    `knee` is a ladder's `findings.knee` (or that knee as a mapping); one without `confirmed` (an
+    older document) is taken as it was reported.
     """
-    if not knee or knee.get("level") is None or knee.get("confirmed", True):
+    if knee is None:
         return ""
-    beyond = int(knee.get("levels_beyond") or 0)
-    return (f"the ladder's knee at c={knee['level']:g}, which is not confirmed (only {beyond} "
+    found = knee if isinstance(knee, CapacityKnee) else CapacityKnee.model_validate(knee)
+    if found.level is None or found.confirmed:
+        return ""
+    beyond = found.levels_beyond
+    return (f"the ladder's knee at c={found.level:g}, which is not confirmed (only {beyond} "
             f"level{'' if beyond == 1 else 's'} beyond it)")
 
 
-def max_slo_level(rows: Sequence[Mapping[str, Any]], *, unit: str = "c") -> tuple[float | None, str]:
+def max_slo_level(rows: Sequence[CapacityStep], *, unit: str = "c") -> tuple[float | None, str]:
     """The highest level, counting up from the first, at which every SLO passed; and why it stops there.
 
     Levels are read in order: the first that fails, cannot be judged (too few samples) or was
@@ -220,25 +201,25 @@ def max_slo_level(rows: Sequence[Mapping[str, Any]], *, unit: str = "c") -> tupl
     """
     best: float | None = None
     for row in rows:
-        status = row.get("slo_status")
-        level = row["level"]
-        if row.get("client_bound"):
+        status = row.slo_status
+        level = row.level
+        if row.client_bound:
             return best, f"{unit}={level:g} could not be judged: the client limited the run"
         if status == "pass":
             best = level
             continue
         if status == "fail":
-            return best, f"at {unit}={level:g}: {row.get('slo_failures') or 'SLO not met'}"
+            return best, f"at {unit}={level:g}: {row.slo_failures or 'SLO not met'}"
         if status in ("not_enough_data", "invalid"):
             return best, f"{unit}={level:g} could not be judged: not enough data"
         return best, "no SLO given"
-    top = rows[-1]["level"] if rows else None
+    top = rows[-1].level if rows else None
     return best, (f"every level passed, up to {unit}={top:g}" if top is not None else "no levels measured")
 
 
-def breaker(row: Mapping[str, Any], *, max_error_rate: float, max_latency_s: float) -> str | None:
+def breaker(row: CapacityStep, *, max_error_rate: float, max_latency_s: float) -> str | None:
     """Why climbing should stop after this level (errors or latency past the breaker), or None."""
-    err = row.get("error_rate")
+    err = row.error_rate
     if err is not None and err > max_error_rate:
         return f"error rate {err:.1%} > {max_error_rate:.0%}"
     lat = latency_of(row)
@@ -247,80 +228,53 @@ def breaker(row: Mapping[str, Any], *, max_error_rate: float, max_latency_s: flo
     return None
 
 
-def explain(
-    rows: Sequence[Mapping[str, Any]], knee: float | None, *, unit: str = "c"
-) -> list[dict[str, Any]]:
+def explain(rows: Sequence[CapacityStep], knee: float | None, *,
+            unit: str = "c") -> list[CapacityExplanation]:
     """Structured explanations drawn from the figures: queueing, KV cache full, errors, client-bound.
 
-    Each is {"kind", "level", "text", "evidence": {...}}; the report phrases them, the JSON keeps them.
+    Each has its kind, level, text and the evidence behind it; the report phrases them, the JSON keeps them.
     """
-    out: list[dict[str, Any]] = []
-    first_error = next((r for r in rows if (r.get("failed") or 0) > 0), None)
+    out: list[CapacityExplanation] = []
+    first_error = next((r for r in rows if r.failed > 0), None)
     if first_error is not None:
-        out.append(
-            {
-                "kind": "errors_begin",
-                "level": first_error["level"],
-                "text": f"errors begin at {unit}={first_error['level']:g}: {first_error['failed']} of "
-                f"{first_error['measured']} failed ({first_error.get('error_classes') or {}})",
-                "evidence": {
-                    "error_classes": first_error.get("error_classes"),
-                    "statuses": first_error.get("error_statuses"),
-                },
-            }
-        )
-    for r in rows:
-        if r.get("client_bound"):
-            out.append(
-                {
-                    "kind": "client_bound",
-                    "level": r["level"],
-                    "text": f"at {unit}={r['level']:g} the client was the bottleneck: "
-                    + "; ".join(r["client_bound"]),
-                    "evidence": {"reasons": r["client_bound"]},
-                }
-            )
+        out.append(CapacityExplanation(
+            kind="errors_begin", level=first_error.level,
+            text=f"errors begin at {unit}={first_error.level:g}: {first_error.failed} of "
+                 f"{first_error.measured} failed ({first_error.error_classes})",
+            evidence=ExplanationEvidence(error_classes=first_error.error_classes,
+                                         statuses=first_error.error_statuses)))
+    out += [CapacityExplanation(kind="client_bound", level=r.level,
+                                text=f"at {unit}={r.level:g} the client was the bottleneck: "
+                                     + "; ".join(r.client_bound),
+                                evidence=ExplanationEvidence(reasons=r.client_bound))
+            for r in rows if r.client_bound]
     if knee is not None:
-        past = [r for r in rows if r["level"] > knee]
-        at = next((r for r in rows if r["level"] == knee), None)
-        waiting = [(r["level"], r.get("telemetry", {}).get("waiting")) for r in past]
+        past = [r for r in rows if r.level > knee]
+        at = next((r for r in rows if r.level == knee), None)
+        waiting = [(r.level, r.telemetry.get("waiting")) for r in past]
         grows = [w for w in waiting if w[1] is not None and w[1] > 0]
+        if at is not None:
+            throughput = {str(r.level): throughput_of(r) for r in [at, *past]}
         if at is not None and grows:
-            out.append(
-                {
-                    "kind": "queueing",
-                    "level": knee,
-                    "text": f"beyond {unit}={knee:g} requests queue: the server's waiting gauge peaks at "
-                    + ", ".join(f"{v:g} ({unit}={lvl:g})" for lvl, v in grows)
-                    + " while throughput stays flat",
-                    "evidence": {
-                        "waiting_peak": dict((str(lvl), v) for lvl, v in waiting),
-                        "throughput": {str(r["level"]): throughput_of(r) for r in [at, *past]},
-                    },
-                }
-            )
+            out.append(CapacityExplanation(
+                kind="queueing", level=knee,
+                text=f"beyond {unit}={knee:g} requests queue: the server's waiting gauge peaks at "
+                     + ", ".join(f"{v:g} ({unit}={lvl:g})" for lvl, v in grows)
+                     + " while throughput stays flat",
+                evidence=ExplanationEvidence(waiting_peak={str(lvl): v for lvl, v in waiting},
+                                             throughput=throughput)))
         elif at is not None:
-            out.append(
-                {
-                    "kind": "saturated",
-                    "level": knee,
-                    "text": f"beyond {unit}={knee:g} throughput stays flat while latency climbs"
-                    + (
-                        ""
-                        if any(w[1] is not None for w in waiting)
-                        else " (the server exposes no waiting gauge to show the queue)"
-                    ),
-                    "evidence": {"throughput": {str(r["level"]): throughput_of(r) for r in [at, *past]}},
-                }
-            )
-    full = [r for r in rows if (r.get("telemetry", {}).get("kv_cache") or 0) >= 0.95]
+            gauge = any(w[1] is not None for w in waiting)
+            out.append(CapacityExplanation(
+                kind="saturated", level=knee,
+                text=f"beyond {unit}={knee:g} throughput stays flat while latency climbs"
+                     + ("" if gauge else " (the server exposes no waiting gauge to show the queue)"),
+                evidence=ExplanationEvidence(throughput=throughput)))
+    full = [r for r in rows if (r.telemetry.get("kv_cache") or 0) >= 0.95]
     if full:
-        out.append(
-            {
-                "kind": "kv_cache_full",
-                "level": full[0]["level"],
-                "text": f"the KV cache is full (≥95%) from {unit}={full[0]['level']:g}",
-                "evidence": {"kv_cache_peak": {str(r["level"]): r["telemetry"]["kv_cache"] for r in full}},
-            }
-        )
+        out.append(CapacityExplanation(
+            kind="kv_cache_full", level=full[0].level,
+            text=f"the KV cache is full (≥95%) from {unit}={full[0].level:g}",
+            evidence=ExplanationEvidence(
+                kv_cache_peak={str(r.level): r.telemetry["kv_cache"] for r in full})))
     return out

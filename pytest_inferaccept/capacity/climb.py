@@ -11,7 +11,7 @@ level, then the SLOs. Nothing here imports pytest.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytest_inferaccept.capacity.analysis import breaker, explain, find_knee, latency_of, max_slo_level
 from pytest_inferaccept.capacity.scenarios import (
@@ -22,7 +22,9 @@ from pytest_inferaccept.capacity.scenarios import (
     ms,
     not_measured,
     step_row,
+    telemetry_of,
 )
+from pytest_inferaccept.model import CapacityFindings, CapacityParams, CapacityStep
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
@@ -46,9 +48,9 @@ def climb(
     breaker_errors: float,
     breaker_latency_s: float,
     min_level: float | None,
-    params: dict[str, Any],
+    params: CapacityParams,
     say: Say,
-    each_row: Callable[[dict[str, Any]], None] | None = None,
+    each_row: Callable[[CapacityStep], None] | None = None,
     caveat: str = "",
 ) -> CapacityResult:
     """Measure each level in turn; the knee, the highest level within the SLOs, and the verdict.
@@ -58,44 +60,44 @@ def climb(
     in the headline.
     """
     unit = "c" if kind == "ladder" else "rate"
-    rows: list[dict[str, Any]] = []
+    rows: list[CapacityStep] = []
     stopped = ""
     with sampler:
         for level in levels:
             t0 = sampler.now()
             measured = run_step(level)
             row = step_row(level, measured, sampler.peaks(t0, sampler.now()))
-            row["window_s"] = [round(t0, 3), round(sampler.now(), 3)]
+            row.window_s = [round(t0, 3), round(sampler.now(), 3)]
             rows.append(row)
             say(
-                f"inferaccept: {kind} {level_text(unit, level)}: {row['measured']} measured, "
-                f"{row['failed']} failed, "
-                f"TTFT p95 {ms(row['ttft_p95'])}, {row['throughput_tokens_per_s'] or 0:.1f} tokens/s"
-                + (f", SLO {row['slo_status']}" if row["slo_status"] else "")
+                f"inferaccept: {kind} {level_text(unit, level)}: {row.measured} measured, "
+                f"{row.failed} failed, "
+                f"TTFT p95 {ms(row.ttft_p95)}, {row.throughput_tokens_per_s or 0:.1f} tokens/s"
+                + (f", SLO {row.slo_status}" if row.slo_status else "")
             )
             why = breaker(row, max_error_rate=breaker_errors, max_latency_s=breaker_latency_s)
             if why:
                 stopped = f"stopped climbing after {level_text(unit, level)}: {why} (circuit breaker)"
                 break
-            if row["client_bound"]:
+            if row.client_bound:
                 stopped = f"stopped climbing at {level_text(unit, level)}: the client was the bottleneck"
                 break
     if each_row is not None:
         for row in rows:
             each_row(row)
     # A level whose answers mostly failed (or all did) is a finding, whatever the knee says.
-    bad = next((r for r in rows if r.get("failing")), None)
-    knee = find_knee([r for r in rows if not r.get("failing")], unit=unit, closed_loop=kind == "ladder")
+    bad = next((r for r in rows if r.failing), None)
+    knee = find_knee([r for r in rows if not r.failing], unit=unit, closed_loop=kind == "ladder")
     best, why_best = max_slo_level(rows, unit=unit) if slo is not None else (None, "no SLO given")
     # A first level the client could not drive says nothing about the server.
-    bound = (f"the client was the bottleneck already at {level_text(unit, rows[0]['level'])}: "
-             + "; ".join(rows[0]["client_bound"])) if rows and rows[0]["client_bound"] else ""
+    bound = (f"the client was the bottleneck already at {level_text(unit, rows[0].level)}: "
+             + "; ".join(rows[0].client_bound)) if rows and rows[0].client_bound else ""
     judged: list[Judgement] = []
     if slo is not None and best is None:
         first = rows[0] if rows else None
-        if first is not None and first["slo_status"] == "fail":
-            judged.append(("fail", f"does not meet the SLOs even at {level_text(unit, first['level'])}: "
-                                   f"{first['slo_failures']}"))
+        if first is not None and first.slo_status == "fail":
+            judged.append(("fail", f"does not meet the SLOs even at {level_text(unit, first.level)}: "
+                                   f"{first.slo_failures}"))
         else:
             judged.append(("invalid", f"no level could be judged against the SLOs: {why_best}"))
     elif min_level is not None and slo is not None and best is not None and best < min_level:
@@ -119,35 +121,32 @@ def climb(
         steps=rows,
         params=params,
         headline=headline + (f"; rates chosen around {caveat}" if caveat else ""),
-        failing=bad["failure_text"] if bad is not None else (
-            f"does not meet the SLOs at {level_text(unit, decided['level'])}, by failed requests alone: "
-            f"{decided['slo_by_failures']}" if decided is not None else ""),
+        slo=slo,
+        failing=bad.failure_text if bad is not None else (
+            f"does not meet the SLOs at {level_text(unit, decided.level)}, by failed requests alone: "
+            f"{decided.slo_by_failures}" if decided is not None else ""),
         bound=bound,
         judged=judged,
-        findings={
-            "knee": knee.to_json(),
-            "max_slo_level": best,
-            "max_slo_reason": why_best,
-            "stopped_early": stopped or None,
-            "unit": "concurrency" if unit == "c" else "requests/s",
-        },
+        findings=CapacityFindings(knee=knee, max_slo_level=best, max_slo_reason=why_best,
+                                  stopped_early=stopped or None,
+                                  unit="concurrency" if unit == "c" else "requests/s"),
         explanations=explain(rows, knee.level, unit=unit),
-        telemetry=sampler.to_json(),
+        telemetry=telemetry_of(sampler),
         notes=notes,
     )
 
 
-def _decided_by_failures(rows: list[dict[str, Any]], min_level: float | None) -> dict[str, Any] | None:
+def _decided_by_failures(rows: list[CapacityStep], min_level: float | None) -> CapacityStep | None:
     """The first level the scenario must meet (the first, or each up to min_level) whose SLO failed
     by failed requests alone; None when there is none."""
     if not rows:
         return None
-    top = min_level if min_level is not None else rows[0]["level"]
-    return next((r for r in rows if r["level"] <= top and r.get("slo_by_failures")), None)
+    top = min_level if min_level is not None else rows[0].level
+    return next((r for r in rows if r.level <= top and r.slo_by_failures), None)
 
 
 def _headline(
-    rows: list[dict[str, Any]],
+    rows: list[CapacityStep],
     knee: float | None,
     best: float | None,
     judged: bool,
@@ -159,8 +158,7 @@ def _headline(
     parts = []
     # Levels that passed on their own (the client keeping up), though the count up from the first
     # stopped below them.
-    passed = [level_text(unit, r["level"]) for r in rows
-              if r.get("slo_status") == "pass" and not r.get("client_bound")]
+    passed = [level_text(unit, r.level) for r in rows if r.slo_status == "pass" and not r.client_bound]
     if judged:
         parts.append(
             f"meets the SLOs up to {level_text(unit, best)}"
@@ -168,29 +166,29 @@ def _headline(
             else f"no level counts as meeting the SLOs ({why}), although {', '.join(passed)} "
                  f"{'passes' if len(passed) == 1 else 'pass'} on {'its' if len(passed) == 1 else 'their'} own"
             if passed
-            else f"does not meet the SLOs even at {level_text(unit, rows[0]['level'])}"
-            if rows and rows[0].get("slo_status") == "fail"
+            else f"does not meet the SLOs even at {level_text(unit, rows[0].level)}"
+            if rows and rows[0].slo_status == "fail"
             else f"no level judged against the SLOs ({why})"
             if rows
             else "meets the SLOs at no level measured"
         )
-    beyond = sum(1 for r in rows if knee is not None and r["level"] > knee)
+    beyond = sum(1 for r in rows if knee is not None and r.level > knee)
     parts.append(
         f"knee at {level_text(unit, knee)}"
         + ("" if confirmed else f" (not confirmed: only {beyond} level{'' if beyond == 1 else 's'} above it)")
         if knee is not None
-        else f"no knee up to {level_text(unit, rows[-1]['level'])}"
+        else f"no knee up to {level_text(unit, rows[-1].level)}"
         if rows
         else "no levels measured"
     )
-    above = next((r for r in rows if best is not None and r["level"] > best), None) if judged else None
+    above = next((r for r in rows if best is not None and r.level > best), None) if judged else None
     if above is not None:
         parts.append(
-            f"at {level_text(unit, above['level'])} TTFT p95 is {ms(above['ttft_p95'])}"
-            + (f" and {above['error_rate']:.0%} fail" if above.get("error_rate") else "")
+            f"at {level_text(unit, above.level)} TTFT p95 is {ms(above.ttft_p95)}"
+            + (f" and {above.error_rate:.0%} fail" if above.error_rate else "")
         )
     elif knee is not None:
-        over = next((r for r in rows if r["level"] > knee), None)
+        over = next((r for r in rows if r.level > knee), None)
         if over is not None:
-            parts.append(f"at {level_text(unit, over['level'])} latency p95 is {ms(latency_of(over))}")
+            parts.append(f"at {level_text(unit, over.level)} latency p95 is {ms(latency_of(over))}")
     return "; ".join(parts)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_inferaccept.model import CapacityStep, InterferenceStep, PrefixCounters, PrefixStep
 from pytest_inferaccept.stats.percentiles import quantile
 
 if TYPE_CHECKING:
@@ -54,15 +55,16 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def client_limited(rows: Sequence[dict[str, Any]]) -> str:
+def client_limited(rows: Sequence[CapacityStep]) -> str:
     """Why the client limited the steps (as --client-check strict counts it), or ''."""
-    bound = [f"{r.get('label') or r.get('step')}: {why}" for r in rows for why in r.get("client_bound") or []]
+    bound = [f"{r.label or (r.step if isinstance(r, (InterferenceStep, PrefixStep)) else None)}: {why}"
+             for r in rows for why in r.client_bound]
     if not bound:
         return ""
     return "the client was the bottleneck, so the step says nothing about the server: " + "; ".join(bound)
 
 
-def prefix_counters(result: LoadResult) -> dict[str, Any]:
+def prefix_counters(result: LoadResult) -> PrefixCounters:
     """The server's prefix-cache counters over one step's measured window, never invented.
 
     The engine reads /metrics right before and right after the measured window of each step; the
@@ -70,15 +72,16 @@ def prefix_counters(result: LoadResult) -> dict[str, Any]:
     """
     metrics = result.run.server_metrics
     if not metrics:
-        return {"exposed": False, "text": "not exposed (/metrics was not readable)"}
+        return PrefixCounters(exposed=False, text="not exposed (/metrics was not readable)")
     counters = metrics.get("counters") or {}
     if PREFIX_QUERIES not in counters or PREFIX_HITS not in counters:
-        return {"exposed": False, "text": f"not exposed (/metrics has no {PREFIX_QUERIES} / {PREFIX_HITS})"}
+        return PrefixCounters(exposed=False,
+                              text=f"not exposed (/metrics has no {PREFIX_QUERIES} / {PREFIX_HITS})")
     queries, hits = counters[PREFIX_QUERIES], counters[PREFIX_HITS]
     if queries is None or hits is None:
-        return {"exposed": True, "queries": None, "hits": None, "hit_rate": None,
-                "text": "the counters went backwards during the step (did the server restart?)"}
+        return PrefixCounters(exposed=True, queries=None, hits=None, hit_rate=None,
+                              text="the counters went backwards during the step (did the server restart?)")
     rate = hits / queries if queries > 0 else None
     text = (f"hit rate {rate:.0%} ({hits:g} of {queries:g} prompt tokens)" if rate is not None
             else "no prefix-cache lookups counted during the step")
-    return {"exposed": True, "queries": queries, "hits": hits, "hit_rate": rate, "text": text}
+    return PrefixCounters(exposed=True, queries=queries, hits=hits, hit_rate=rate, text=text)

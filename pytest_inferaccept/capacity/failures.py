@@ -18,6 +18,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.load.records import HARNESS_ERROR
+from pytest_inferaccept.model import CapacityBoundary, StepFailures
 from pytest_inferaccept.stats.percentiles import proportion_interval
 
 if TYPE_CHECKING:
@@ -70,13 +71,13 @@ def _text(kinds: Counter[str], failed: int, measured: int) -> str:
 
 
 def describe(records: Iterable[Any], spec: Mapping[str, Any] | None = None, *,
-             failing_above: float = FAILING_ABOVE) -> dict[str, Any]:
+             failing_above: float = FAILING_ABOVE) -> StepFailures:
     """What a step's measured requests' failures were, and whether they make the step a failing one.
 
-    Returns {"failed", "measured", "kinds" (kind -> count, most first), "shed" (429/503 answers),
-    "broken" (every other failure), "broken_low" (the lower end of the 95% interval of the
-    broken share; None without requests), "failing", "text"} ("" when nothing failed; the text
-    begins with where the step ran when `spec` says: "under concurrency 2, 38 of 40 answers …").
+    The kinds count most first; `shed` counts the 429/503 answers, `broken` every other failure,
+    `broken_low` is the lower end of the 95% interval of the broken share (None without
+    requests); the text is "" when nothing failed, and begins with where the step ran when
+    `spec` says: "under concurrency 2, 38 of 40 answers …".
     """
     # A fault in the client's own code is never the server's (the run is INVALID for it elsewhere).
     measured = [r for r in records if not r.warmup and r.error != HARNESS_ERROR]
@@ -88,17 +89,9 @@ def describe(records: Iterable[Any], spec: Mapping[str, Any] | None = None, *,
     low = proportion_interval(broken, n)[0] if n else None
     # Every request failed is conclusive at any sample size; otherwise the interval must say so.
     failing = broken > 0 and (broken == n or (low is not None and low > failing_above))
-    return {
-        "failed": len(failed),
-        "measured": n,
-        "kinds": dict(kinds.most_common()),
-        "shed": shed,
-        "broken": broken,
-        "broken_low": low,
-        "failing": failing,
-        "failing_above": failing_above,
-        "text": _where(spec) + _text(kinds, len(failed), n) if failed else "",
-    }
+    return StepFailures(failed=len(failed), measured=n, kinds=dict(kinds.most_common()), shed=shed,
+                        broken=broken, broken_low=low, failing=failing, failing_above=failing_above,
+                        text=_where(spec) + _text(kinds, len(failed), n) if failed else "")
 
 
 def incomplete_text(kinds: Mapping[str, int], measured: int) -> str:
@@ -113,8 +106,9 @@ def incomplete_text(kinds: Mapping[str, int], measured: int) -> str:
     return f"{total} of {measured} answers were incomplete: {lacked}"
 
 
-def classify(result: LoadResult, alive: tuple[bool, str], request_timeout: float) -> dict[str, Any]:
-    """How the server failed at a push's boundary: graceful shedding, or not (and why).
+def classify(result: LoadResult, alive: tuple[bool, str], request_timeout: float) -> CapacityBoundary:
+    """How the server failed at a push's boundary: graceful shedding, or not (and why); the caller sets
+    where the boundary is (its level or length).
 
     An answer that came with HTTP 200 and then failed (incomplete, a stream cut) is named by
     what went wrong, never as "answered HTTP 200"; an incomplete answer is never graceful.
@@ -127,7 +121,7 @@ def classify(result: LoadResult, alive: tuple[bool, str], request_timeout: float
     hung = [r for r in failed if r.e2e > request_timeout + 2]
     problems = []
     described = describe(result.records)
-    empty = incomplete_text(described["kinds"], described["measured"])
+    empty = incomplete_text(described.kinds, described.measured)
     if empty:
         problems.append(empty)
     # Error answers by status; a 200 that failed afterwards is named by its class below.
@@ -144,15 +138,7 @@ def classify(result: LoadResult, alive: tuple[bool, str], request_timeout: float
     if fast is not None and fast > 1.0:
         problems.append(f"rejections were slow (median {fast:.2f} s)")
     retry_after = sum(1 for r in shed if r.retry_after)
-    return {
-        "failed": len(failed),
-        "statuses": {str(k): v for k, v in statuses.items()},
-        "error_classes": dict(classes),
-        "shed": len(shed),
-        "retry_after": retry_after,
-        "rejection_median_s": fast,
-        "alive_after": alive[0],
-        "alive_detail": alive[1],
-        "graceful": not problems and (bool(shed) or not failed),
-        "problems": problems,
-    }
+    return CapacityBoundary(failed=len(failed), statuses={str(k): v for k, v in statuses.items()},
+                            error_classes=dict(classes), shed=len(shed), retry_after=retry_after,
+                            rejection_median_s=fast, alive_after=alive[0], alive_detail=alive[1],
+                            graceful=not problems and (bool(shed) or not failed), problems=problems)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.capacity.climb import climb
 from pytest_inferaccept.capacity.scenarios import CapacityResult, Measure, Say, quiet
+from pytest_inferaccept.model import CapacityParams
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
@@ -47,15 +48,9 @@ def ladder(
             workload=workload,
         )
 
-    params = {
-        "levels": list(levels),
-        "requests_per_level": requests,
-        "max_seconds_per_level": duration,
-        "settle_rounds": settle,
-        "breaker_error_rate": breaker_errors,
-        "breaker_latency_s": breaker_latency_s,
-        "min_level": min_level,
-    }
+    params = CapacityParams(levels=list(levels), requests_per_level=requests, max_seconds_per_level=duration,
+                            settle_rounds=settle, breaker_error_rate=breaker_errors,
+                            breaker_latency_s=breaker_latency_s, min_level=min_level)
     return climb(kind="ladder", label=label, levels=levels, run_step=step, sampler=sampler, slo=slo,
                  breaker_errors=breaker_errors, breaker_latency_s=breaker_latency_s, min_level=min_level,
                  params=params, say=say)

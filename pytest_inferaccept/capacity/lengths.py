@@ -9,7 +9,7 @@ pytest.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytest_inferaccept.capacity.effects import client_limited, fresh_seed, measured_ok, pct, usable_input
 from pytest_inferaccept.capacity.scenarios import (
@@ -19,12 +19,15 @@ from pytest_inferaccept.capacity.scenarios import (
     Say,
     conclude,
     error_statuses,
+    judged_with,
     ms,
     not_measured,
     quiet,
     step_row,
+    telemetry_of,
 )
 from pytest_inferaccept.load.workloads import Fixed, SyntheticWorkload, Uniform, bucket
+from pytest_inferaccept.model import CapacityFindings, CapacityParams, LengthNotRun, LengthStep
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
@@ -70,29 +73,27 @@ def bucket_range(name: str, direction: Direction, cap: int | None) -> tuple[int,
 
 
 def _length_row(result: LoadResult, direction: Direction, name: str, span: tuple[int, int],
-                peaks: dict[str, float]) -> dict[str, Any]:
-    row = step_row((span[0] + span[1]) // 2, result, peaks)
+                peaks: dict[str, float]) -> LengthStep:
+    row = step_row((span[0] + span[1]) // 2, result, peaks, into=LengthStep)
     ok = measured_ok(result)
     prompt = pct([r.prompt_tokens for r in ok], 0.5)
     output = pct([r.completion_tokens for r in ok], 0.5)
     counted = prompt if direction == "input" else output
     realised = bucket(round(counted)) if counted is not None else None
-    row.update({
-        "direction": direction, "bucket": name, "asked_tokens": list(span), "not_run": None,
-        "prompt_tokens_p50": prompt, "output_tokens_p50": output,
-        "realised_bucket": realised, "confirmed": None if realised is None else realised == name,
-        "succeeded": len(ok),
-    })
+    row.direction, row.bucket, row.asked_tokens, row.not_run = direction, name, list(span), None
+    row.prompt_tokens_p50, row.output_tokens_p50 = prompt, output
+    row.realised_bucket, row.confirmed = realised, None if realised is None else realised == name
+    row.succeeded = len(ok)
     return row
 
 
-def _not_run_row(direction: Direction, name: str, why: str) -> dict[str, Any]:
-    return {"direction": direction, "bucket": name, "level": BUCKET_BOUNDS[name][0], "label": None,
-            "not_run": why, "measured": 0, "failed": 0, "succeeded": 0, "asked_tokens": None,
-            "prompt_tokens_p50": None, "output_tokens_p50": None, "realised_bucket": None, "confirmed": None,
-            "throughput_tokens_per_s": None, "request_rate_per_s": None, "error_rate": None,
-            "client_bound": [], "client_warnings": [], **{
-                f"{m}_{s}": None for m in ("ttft", "e2e", "itl") for s in ("p50", "p95", "p99")}}
+def _not_run_row(direction: Direction, name: str, why: str) -> LengthNotRun:
+    return LengthNotRun(direction=direction, bucket=name, level=BUCKET_BOUNDS[name][0], label=None,
+                        not_run=why, measured=0, failed=0, succeeded=0, asked_tokens=None,
+                        prompt_tokens_p50=None, output_tokens_p50=None, realised_bucket=None, confirmed=None,
+                        throughput_tokens_per_s=None, request_rate_per_s=None, error_rate=None,
+                        client_bound=[], client_warnings=[], ttft_p50=None, ttft_p95=None, ttft_p99=None,
+                        e2e_p50=None, e2e_p95=None, e2e_p99=None, itl_p50=None, itl_p95=None, itl_p99=None)
 
 
 def lengths(
@@ -117,7 +118,8 @@ def lengths(
         if name not in BUCKET_BOUNDS:
             raise ValueError(f"unknown length bucket {name!r}; use {', '.join(BUCKET_BOUNDS)}")
     base = fresh_seed(seed)
-    rows: list[dict[str, Any]] = []
+    rows: list[LengthStep | LengthNotRun] = []
+    results: list[LoadResult] = []
     plan: list[tuple[Direction, str, tuple[int, int] | str]] = []
     in_cap = usable_input(context_window, short_output)
     out_cap = usable_input(context_window, short_input)
@@ -150,79 +152,81 @@ def lengths(
                 warmup=concurrency,
                 workload=SyntheticWorkload(input=n_in, output=n_out, seed=base + i),
             )
+            results.append(result)
             row = _length_row(result, direction, name, span, sampler.peaks(t0, sampler.now()))
             rows.append(row)
-            size = row["prompt_tokens_p50"] if direction == "input" else row["output_tokens_p50"]
+            size = row.prompt_tokens_p50 if direction == "input" else row.output_tokens_p50
             say(
                 f"inferaccept: length {direction} {name} ({span[0]}-{span[1]} tokens asked, "
-                f"{'n/a' if size is None else f'{size:.0f}'} counted): {row['succeeded']} answered, "
-                f"{row['failed']} failed, TTFT p50 {ms(row['ttft_p50'])}, e2e p95 {ms(row['e2e_p95'])}"
+                f"{'n/a' if size is None else f'{size:.0f}'} counted): {row.succeeded} answered, "
+                f"{row.failed} failed, TTFT p50 {ms(row.ttft_p50)}, e2e p95 {ms(row.e2e_p95)}"
             )
-    run = [r for r in rows if r["not_run"] is None]
+    run = [r for r in rows if isinstance(r, LengthStep)]
+    skipped = [r for r in rows if isinstance(r, LengthNotRun)]
     notes: list[str] = []
     for r in run:
-        if r["confirmed"] is False:
-            counted = "prompt" if r["direction"] == "input" else "output"
-            size = r["prompt_tokens_p50"] if r["direction"] == "input" else r["output_tokens_p50"]
-            lo, hi = r["asked_tokens"]
+        if r.confirmed is False:
+            counted = "prompt" if r.direction == "input" else "output"
+            size = r.prompt_tokens_p50 if r.direction == "input" else r.output_tokens_p50
+            lo, hi = r.asked_tokens or (None, None)
             notes.append(
-                f"{r['direction']} {r['bucket']}: {lo}-{hi} tokens asked, "
-                f"the server counted {size:.0f} {counted} tokens (p50), in the {r['realised_bucket']} bucket"
-                + (": it ended its answers before max_tokens" if r["direction"] == "output" else "")
+                f"{r.direction} {r.bucket}: {lo}-{hi} tokens asked, "
+                f"the server counted {size:.0f} {counted} tokens (p50), in the {r.realised_bucket} bucket"
+                + (": it ended its answers before max_tokens" if r.direction == "output" else "")
             )
-        elif r["confirmed"] is None and r["succeeded"]:
-            notes.append(f"{r['direction']} {r['bucket']}: the server reported no usage; the bucket "
+        elif r.confirmed is None and r.succeeded:
+            notes.append(f"{r.direction} {r.bucket}: the server reported no usage; the bucket "
                          "is the one asked for, not confirmed")
-    notes += [f"{r['direction']} {r['bucket']}: {r['not_run']}" for r in rows if r["not_run"]]
+    notes += [f"{r.direction} {r.bucket}: {r.not_run}" for r in skipped]
     notes += not_measured(sampler)
-    notes += [f"{r['direction']} {r['bucket']}: {r['failed']} of {r['measured']} failed{error_statuses(r)}"
+    notes += [f"{r.direction} {r.bucket}: {r.failed} of {r.measured} failed{error_statuses(r)}"
               + ("; the context window is unknown: give --context-window to keep the buckets inside it"
-                 if context_window is None else "") for r in run if r["failed"]]
-    by_in = {r["bucket"]: r for r in run if r["direction"] == "input"}
-    by_out = {r["bucket"]: r for r in run if r["direction"] == "output"}
-    failed = [r for r in run if not r["succeeded"]]
+                 if context_window is None else "") for r in run if r.failed]
+    by_in = {r.bucket: r for r in run if r.direction == "input"}
+    by_out = {r.bucket: r for r in run if r.direction == "output"}
+    failed = [r for r in run if not r.succeeded]
     judged: list[Judgement] = []
     if not run:
         judged.append(("invalid", "no length bucket could be run"))
     elif len(failed) == len(run):
         judged.append(("fail", "every length bucket failed: " + "; ".join(
-            f"{r['direction']} {r['bucket']}: {r['failed']} failed" for r in failed)))
+            f"{r.direction} {r.bucket}: {r.failed} failed" for r in failed)))
     parts = []
     if by_in:
         parts.append("TTFT p50 by input length: " + ", ".join(
-            _bucket_text(k, r, "ttft_p50") for k, r in by_in.items()))
+            _bucket_text(k, r, r.ttft_p50) for k, r in by_in.items()))
     if by_out:
         parts.append("e2e p95 by output length: " + ", ".join(
-            _bucket_text(k, r, "e2e_p95") for k, r in by_out.items()))
-    parts += [f"{r['direction']} {r['bucket']} {r['not_run']}" for r in rows if r["not_run"]]
+            _bucket_text(k, r, r.e2e_p95) for k, r in by_out.items()))
+    parts += [f"{r.direction} {r.bucket} {r.not_run}" for r in skipped]
     return conclude(
         kind="length",
         label=label,
         steps=rows,
-        params={"context_window": context_window, "input_buckets": list(input_buckets),
-                "output_buckets": list(output_buckets), "requests_per_bucket": requests,
-                "concurrency": concurrency, "max_seconds_per_bucket": duration,
-                "input_tokens_for_output_buckets": short_input,
-                "output_tokens_for_input_buckets": short_output, "seed": base},
+        params=CapacityParams(context_window=context_window, input_buckets=list(input_buckets),
+                              output_buckets=list(output_buckets), requests_per_bucket=requests,
+                              concurrency=concurrency, max_seconds_per_bucket=duration,
+                              input_tokens_for_output_buckets=short_input,
+                              output_tokens_for_input_buckets=short_output, seed=base),
         headline="; ".join(parts) or "no length bucket was run",
+        slo=judged_with(results),
         bound=client_limited(run),
         judged=judged,
-        findings={
-            "ttft_p50_by_input": {k: r["ttft_p50"] for k, r in by_in.items()},
-            "ttft_p95_by_input": {k: r["ttft_p95"] for k, r in by_in.items()},
-            "e2e_p95_by_output": {k: r["e2e_p95"] for k, r in by_out.items()},
-            "itl_p50_by_output": {k: r["itl_p50"] for k, r in by_out.items()},
-            "not_run": {f"{r['direction']} {r['bucket']}": r["not_run"] for r in rows if r["not_run"]},
-            "context_window": context_window,
-        },
-        telemetry=sampler.to_json(),
+        findings=CapacityFindings(
+            ttft_p50_by_input={k: r.ttft_p50 for k, r in by_in.items()},
+            ttft_p95_by_input={k: r.ttft_p95 for k, r in by_in.items()},
+            e2e_p95_by_output={k: r.e2e_p95 for k, r in by_out.items()},
+            itl_p50_by_output={k: r.itl_p50 for k, r in by_out.items()},
+            not_run={f"{r.direction} {r.bucket}": r.not_run for r in skipped},
+            context_window=context_window),
+        telemetry=telemetry_of(sampler),
         notes=notes,
     )
 
 
-def _bucket_text(name: str, row: dict[str, Any], key: str) -> str:
+def _bucket_text(name: str, row: LengthStep, value: float | None) -> str:
     """'long 870 ms', 'long 870 ms (3 of 16 failed)' or 'long failed (HTTP 400 ×16)'."""
-    if not row["succeeded"]:
+    if not row.succeeded:
         return f"{name} failed{error_statuses(row)}"
-    failed = f" ({row['failed']} of {row['measured']} failed)" if row["failed"] else ""
-    return f"{name} {ms(row[key])}{failed}"
+    failed = f" ({row.failed} of {row.measured} failed)" if row.failed else ""
+    return f"{name} {ms(value)}{failed}"

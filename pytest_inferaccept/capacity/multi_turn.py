@@ -7,7 +7,7 @@ prefix-cache counters (docs/capacity.md). Nothing here imports pytest.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_inferaccept.capacity.effects import (
     client_limited,
@@ -28,17 +28,23 @@ from pytest_inferaccept.capacity.scenarios import (
     not_measured,
     quiet,
     step_row,
+    telemetry_of,
 )
 from pytest_inferaccept.load.compound import ConversationWorkload
+from pytest_inferaccept.model import CapacityFindings, CapacityParams, TurnStep, WholeRun
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
 
 
-def _slope_per_1k(rows: Sequence[dict[str, Any]]) -> float | None:
+def _prompt_tokens(row: TurnStep) -> float:
+    """The turn's prompt tokens: as the server counted them, else as asked."""
+    return float(row.prompt_tokens_p50 if row.prompt_tokens_p50 is not None else row.prompt_tokens_asked or 0)
+
+
+def _slope_per_1k(rows: Sequence[TurnStep]) -> float | None:
     """Least-squares seconds of TTFT p50 per 1000 prompt tokens over the turns (usage, else asked)."""
-    points = [(float(r["prompt_tokens_asked"] if r["prompt_tokens_p50"] is None else r["prompt_tokens_p50"]),
-               float(r["ttft_p50"])) for r in rows if r["ttft_p50"] is not None]
+    points = [(_prompt_tokens(r), float(r.ttft_p50)) for r in rows if r.ttft_p50 is not None]
     if len(points) < 2 or len({x for x, _ in points}) < 2:
         return None
     mx = sum(x for x, _ in points) / len(points)
@@ -87,25 +93,24 @@ def multi_turn(
         result = measure("multi-turn", concurrency=concurrency, requests=conversations * turns,
                          duration=duration, warmup=0, workers=1, workload=workload)
         peaks = sampler.peaks(t0, sampler.now())
-    overall = step_row(concurrency, result, peaks)
-    rows: list[dict[str, Any]] = []
+    overall = step_row(concurrency, result, peaks, into=WholeRun)
+    rows: list[TurnStep] = []
     for t in range(turns):
         tag = f"turn={t + 1}"
         sent = [r for r in result.records if not r.warmup and tag in r.tags]
         ok = [r for r in sent if r.ok]
-        rows.append({
-            "level": t + 1, "turn": t + 1, "label": overall["label"], "sent": len(sent), "succeeded": len(ok),
-            "failed": len(sent) - len(ok), "ttft_p50": ttft(ok, 0.5), "ttft_p95": ttft(ok, 0.95),
-            "e2e_p50": pct([r.e2e for r in ok], 0.5),
-            "prompt_tokens_p50": pct([r.prompt_tokens for r in ok], 0.5),
-            "prompt_tokens_asked": workload.prompt_tokens(t),
-            "client_bound": overall["client_bound"] if t == 0 else [],
-        })
+        rows.append(TurnStep(
+            level=t + 1, turn=t + 1, label=overall.label, sent=len(sent), succeeded=len(ok),
+            failed=len(sent) - len(ok), ttft_p50=ttft(ok, 0.5), ttft_p95=ttft(ok, 0.95),
+            e2e_p50=pct([r.e2e for r in ok], 0.5), prompt_tokens_p50=pct([r.prompt_tokens for r in ok], 0.5),
+            prompt_tokens_asked=workload.prompt_tokens(t),
+            client_bound=overall.client_bound if t == 0 else [],
+        ))
     cache = prefix_counters(result)
-    measured = [r for r in rows if r["ttft_p50"] is not None]
+    measured = [r for r in rows if r.ttft_p50 is not None]
     first, last = (measured[0], measured[-1]) if measured else (None, None)
-    growth = ratio(last["ttft_p50"], first["ttft_p50"]) if first and last and last is not first else None
-    unreached = [r["turn"] for r in rows if not r["sent"]]
+    growth = ratio(last.ttft_p50, first.ttft_p50) if first and last and last is not first else None
+    unreached = [r.turn for r in rows if not r.sent]
     notes += [
         f"each earlier answer is resent as a fixed stand-in of {answer_tokens} words, not the server's "
         "real answer: the engine builds every request before the previous turn's answer is known",
@@ -116,17 +121,21 @@ def multi_turn(
     if first is None or last is None:
         headline = "no turn was answered"
     elif growth is None:
-        headline = f"only turn {first['turn']} was answered: TTFT p50 {ms(first['ttft_p50'])}"
+        headline = f"only turn {first.turn} was answered: TTFT p50 {ms(first.ttft_p50)}"
     else:
-        size = "prompt_tokens_p50" if first["prompt_tokens_p50"] is not None else "prompt_tokens_asked"
-        change = last["ttft_p50"] - first["ttft_p50"]
+        # Both turns' sizes as the first one's was counted (usage, else as asked).
+        counted = first.prompt_tokens_p50 is not None
+        first_size, last_size = ((first.prompt_tokens_p50, last.prompt_tokens_p50) if counted
+                                 else (first.prompt_tokens_asked, last.prompt_tokens_asked))
+        assert first.ttft_p50 is not None and last.ttft_p50 is not None
+        change = last.ttft_p50 - first.ttft_p50
         how = ("grows with the history" if growth >= 1.5 and change > 0.01 else
                "falls as the history grows" if growth <= 1 / 1.5 and change < -0.01 else
                "stays about flat as the history grows")
         headline = (
-            f"TTFT p50 {how}: {ms(first['ttft_p50'])} at turn {first['turn']} ({first[size]:.0f} prompt "
-            f"tokens) → {ms(last['ttft_p50'])} at turn {last['turn']} ({last[size]:.0f}), ×{growth:.1f}; "
-            f"{conversations} conversations at c={concurrency}; prefix cache {cache['text']}"
+            f"TTFT p50 {how}: {ms(first.ttft_p50)} at turn {first.turn} ({first_size:.0f} prompt "
+            f"tokens) → {ms(last.ttft_p50)} at turn {last.turn} ({last_size:.0f}), ×{growth:.1f}; "
+            f"{conversations} conversations at c={concurrency}; prefix cache {cache.text}"
         )
     if unreached and first is not None:
         headline += f"; turns {unreached[0]}-{unreached[-1]} not reached within {duration:g} s"
@@ -134,15 +143,16 @@ def multi_turn(
         kind="multi_turn",
         label=label,
         steps=rows,
-        params={"conversations": conversations, "turns": turns, "turns_asked": asked_turns,
-                "concurrency": concurrency, "user_tokens": user_tokens, "answer_tokens": answer_tokens,
-                "context_window": context_window, "max_seconds": duration, "seed": base},
+        params=CapacityParams(conversations=conversations, turns=turns, turns_asked=asked_turns,
+                              concurrency=concurrency, user_tokens=user_tokens, answer_tokens=answer_tokens,
+                              context_window=context_window, max_seconds=duration, seed=base),
         headline=headline,
+        slo=result.slo,
         bound=client_limited([overall]),
         judged=[] if measured else [("fail", "no turn was answered" + error_statuses(overall))],
-        findings={"ttft_p50_by_turn": {r["turn"]: r["ttft_p50"] for r in rows}, "growth_p50": growth,
-                  "ttft_s_per_1k_prompt_tokens": _slope_per_1k(measured), "prefix_cache": cache,
-                  "overall": overall},
-        telemetry=sampler.to_json(),
+        findings=CapacityFindings(ttft_p50_by_turn={r.turn: r.ttft_p50 for r in rows}, growth_p50=growth,
+                                  ttft_s_per_1k_prompt_tokens=_slope_per_1k(measured), prefix_cache=cache,
+                                  overall=overall),
+        telemetry=telemetry_of(sampler),
         notes=[*notes, *not_measured(sampler)],
     )

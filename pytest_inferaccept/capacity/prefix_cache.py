@@ -7,7 +7,7 @@ Nothing here imports pytest.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_inferaccept.capacity.effects import (
     PREFIX_HITS,
@@ -26,15 +26,26 @@ from pytest_inferaccept.capacity.scenarios import (
     Say,
     conclude,
     error_statuses,
+    judged_with,
     ms,
     not_measured,
     quiet,
     step_row,
+    telemetry_of,
 )
 from pytest_inferaccept.load.workloads import Fixed, SyntheticWorkload
+from pytest_inferaccept.model import (
+    CapacityExplanation,
+    CapacityFindings,
+    CapacityParams,
+    ExplanationEvidence,
+    PrefixCounters,
+    PrefixStep,
+)
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
+    from pytest_inferaccept.run.load import LoadResult
 
 
 def prefix_cache(
@@ -59,7 +70,8 @@ def prefix_cache(
     base = fresh_seed(seed)
     total = prefix_tokens + suffix_tokens
     steps = [("unique", 0), ("shared", prefix_tokens)]
-    rows: list[dict[str, Any]] = []
+    rows: list[PrefixStep] = []
+    results: list[LoadResult] = []
     with sampler:
         for i, (name, shared) in enumerate(steps):
             t0 = sampler.now()
@@ -72,65 +84,70 @@ def prefix_cache(
                 workload=SyntheticWorkload(input=Fixed(total), output=Fixed(output_tokens), seed=base + i,
                                            shared_prefix=shared),
             )
-            row = step_row(concurrency, result, sampler.peaks(t0, sampler.now()))
+            results.append(result)
+            row = step_row(concurrency, result, sampler.peaks(t0, sampler.now()), into=PrefixStep)
             cache = prefix_counters(result)
-            row.update({"step": name, "shared_prefix_tokens": shared, "prompt_tokens": total,
-                        "prompt_tokens_p50": pct([r.prompt_tokens for r in measured_ok(result)], 0.5),
-                        "succeeded": len(measured_ok(result)), "prefix_cache": cache})
+            row.step, row.shared_prefix_tokens, row.prompt_tokens = name, shared, total
+            row.prompt_tokens_p50 = pct([r.prompt_tokens for r in measured_ok(result)], 0.5)
+            row.succeeded, row.prefix_cache = len(measured_ok(result)), cache
             rows.append(row)
-            say(f"inferaccept: prefix {name}: TTFT p50 {ms(row['ttft_p50'])}, p95 {ms(row['ttft_p95'])}; "
-                f"prefix cache {cache['text']}")
+            say(f"inferaccept: prefix {name}: TTFT p50 {ms(row.ttft_p50)}, p95 {ms(row.ttft_p95)}; "
+                f"prefix cache {cache.text}")
     unique, shared_row = rows
-    r50 = ratio(shared_row["ttft_p50"], unique["ttft_p50"])
-    r95 = ratio(shared_row["ttft_p95"], unique["ttft_p95"])
-    exposed = unique["prefix_cache"]["exposed"] and shared_row["prefix_cache"]["exposed"]
-    hit_unique = unique["prefix_cache"].get("hit_rate")
-    hit_shared = shared_row["prefix_cache"].get("hit_rate")
-    empty = [r for r in rows if not r["succeeded"]]
+    unique_cache, shared_cache = _counters(unique), _counters(shared_row)
+    r50 = ratio(shared_row.ttft_p50, unique.ttft_p50)
+    r95 = ratio(shared_row.ttft_p95, unique.ttft_p95)
+    exposed = unique_cache.exposed and shared_cache.exposed
+    hit_unique = unique_cache.hit_rate
+    hit_shared = shared_cache.hit_rate
+    empty = [r for r in rows if not r.succeeded]
     judged: list[Judgement] = []
     if empty:
-        judged.append(("fail", f"no request was answered in the {' and '.join(r['step'] for r in empty)} step"
+        judged.append(("fail", f"no request was answered in the {' and '.join(r.step for r in empty)} step"
                                + "".join(error_statuses(r) for r in empty)))
     if r50 is None or r95 is None:
         headline = (f"TTFT with a shared {prefix_tokens}-token prefix could not be compared with unique "
                     "prompts")
     else:
         headline = (
-            f"with a shared {prefix_tokens}-token prefix TTFT p50 is {ms(shared_row['ttft_p50'])} vs "
-            f"{ms(unique['ttft_p50'])} for unique prompts of {total} tokens (×{r50:.2f}; p95 ×{r95:.2f})"
+            f"with a shared {prefix_tokens}-token prefix TTFT p50 is {ms(shared_row.ttft_p50)} vs "
+            f"{ms(unique.ttft_p50)} for unique prompts of {total} tokens (×{r50:.2f}; p95 ×{r95:.2f})"
         )
     if exposed and hit_shared is not None and hit_unique is not None:
         headline += f"; prefix-cache hit rate {hit_shared:.0%} shared vs {hit_unique:.0%} unique"
     elif exposed:
-        headline += (f"; prefix cache: {shared_row['prefix_cache']['text']} (shared), "
-                     f"{unique['prefix_cache']['text']} (unique)")
+        headline += f"; prefix cache: {shared_cache.text} (shared), {unique_cache.text} (unique)"
     else:
         headline += "; prefix-cache counters not exposed"
     return conclude(
         kind="prefix",
         label=label,
         steps=rows,
-        params={"concurrency": concurrency, "requests_per_step": requests, "prefix_tokens": prefix_tokens,
-                "suffix_tokens": suffix_tokens, "output_tokens": output_tokens,
-                "max_seconds_per_step": duration, "seed": base},
+        params=CapacityParams(concurrency=concurrency, requests_per_step=requests,
+                              prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                              output_tokens=output_tokens, max_seconds_per_step=duration, seed=base),
         headline=headline,
+        slo=judged_with(results),
         bound=client_limited(rows),
         judged=judged,
-        findings={
-            "ttft_p50_unique": unique["ttft_p50"], "ttft_p50_shared": shared_row["ttft_p50"],
-            "ttft_p95_unique": unique["ttft_p95"], "ttft_p95_shared": shared_row["ttft_p95"],
-            "ratio_p50": r50, "ratio_p95": r95,
-            "hit_rate_unique": hit_unique,
-            "hit_rate_shared": hit_shared,
-            "counters": "exposed" if exposed else "not exposed",
-        },
-        explanations=[{
-            "kind": "prefix_cache", "level": concurrency,
-            "text": f"a shared {prefix_tokens}-token prefix lowers TTFT p50 ×{r50:.2f}",
-            "evidence": {"ratio_p50": r50, "ratio_p95": r95, "hit_rate_shared": hit_shared}}
+        findings=CapacityFindings(
+            ttft_p50_unique=unique.ttft_p50, ttft_p50_shared=shared_row.ttft_p50,
+            ttft_p95_unique=unique.ttft_p95, ttft_p95_shared=shared_row.ttft_p95,
+            ratio_p50=r50, ratio_p95=r95, hit_rate_unique=hit_unique, hit_rate_shared=hit_shared,
+            counters="exposed" if exposed else "not exposed"),
+        explanations=[CapacityExplanation(
+            kind="prefix_cache", level=concurrency,
+            text=f"a shared {prefix_tokens}-token prefix lowers TTFT p50 ×{r50:.2f}",
+            evidence=ExplanationEvidence(ratio_p50=r50, ratio_p95=r95, hit_rate_shared=hit_shared))
         ] if r50 is not None and r50 < 0.8 else [],
-        telemetry=sampler.to_json(),
+        telemetry=telemetry_of(sampler),
         notes=["prefix-cache counters: read by the engine from /metrics right before and after each step's "
                f"measured window ({PREFIX_QUERIES}, {PREFIX_HITS}); warm-up excluded",
                *not_measured(sampler)],
     )
+
+
+def _counters(row: PrefixStep) -> PrefixCounters:
+    """The step's prefix-cache counters (every step this scenario measures has them)."""
+    assert row.prefix_cache is not None
+    return row.prefix_cache

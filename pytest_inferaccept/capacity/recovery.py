@@ -34,6 +34,7 @@ from pytest_inferaccept.capacity.scenarios import (
     quiet,
     step_row,
 )
+from pytest_inferaccept.model import CapacityFindings, CapacityParams, CapacitySeries, Point, RecoveryMoments
 
 if TYPE_CHECKING:
     from pytest_inferaccept.run.load import LoadResult
@@ -157,37 +158,38 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
     ready_at: float | None = info.get("ready_at")
     answer_at: float | None = box.get("answer_at")
     row = step_row(concurrency, result)
-    findings: dict[str, Any] = {
-        "killed_at_s": None if killed_at is None else killed_at - load_t0,
-        "ready_s": info.get("ready_s"),
-        "first_good_answer_s": None if answer_at is None or killed_at is None else answer_at - killed_at,
-        "requests_measured": len(measured),
-        "requests_failed": len(failed),
-        "error_classes": dict(classes),
-        "error_statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "clean_errors": not hung,
-        "hung": len(hung),
-        "longest_failed_s": max((r.e2e for r in failed), default=None),
-        "requests_ok_after_restart": None,
-        "pid_killed": info.get("pid_killed"),
-        "pid_restarted": info.get("pid"),
-        "restart_error": info.get("error") or box.get("restart_failed"),
-        "liveness_polls": box.get("polls", 0),
-        "last_seen": box.get("last_seen"),
-    }
+    findings = CapacityFindings(
+        killed_at_s=None if killed_at is None else killed_at - load_t0,
+        ready_s=info.get("ready_s"),
+        first_good_answer_s=None if answer_at is None or killed_at is None else answer_at - killed_at,
+        requests_measured=len(measured),
+        requests_failed=len(failed),
+        error_classes=dict(classes),
+        error_statuses={str(k): v for k, v in sorted(statuses.items())},
+        clean_errors=not hung,
+        hung=len(hung),
+        longest_failed_s=max((r.e2e for r in failed), default=None),
+        requests_ok_after_restart=None,
+        pid_killed=info.get("pid_killed"),
+        pid_restarted=info.get("pid"),
+        restart_error=info.get("error") or box.get("restart_failed"),
+        liveness_polls=box.get("polls", 0),
+        last_seen=box.get("last_seen"),
+    )
     if killed_at is not None:
         # Requests in flight when the server died, and the client's attempts while it was down or back.
         in_flight = [r for r in failed if at(r.worker, r.send) < killed_at]
         after_kill = [r for r in measured if at(r.worker, r.send) >= killed_at]
         back = [r for r in after_kill if r.ok]
-        findings["lost_in_flight"] = len(in_flight)
-        findings["in_flight_error_classes"] = dict(Counter(r.error for r in in_flight if r.error))
-        findings["client_attempts_refused"] = len(failed) - len(in_flight)
-        findings["requests_ok_after_restart"] = len(back)
-        findings["first_load_answer_s"] = min((at(r.worker, r.end) - killed_at for r in back), default=None)
-        findings.update(_traffic_lost(measured, at, load_t0=load_t0, killed_at=killed_at,
-                                      answer_at=answer_at, down_until=box.get("down_until")))
-    row["recovery"] = {k: findings[k] for k in ("killed_at_s", "ready_s", "first_good_answer_s")}
+        findings.lost_in_flight = len(in_flight)
+        findings.in_flight_error_classes = dict(Counter(r.error for r in in_flight if r.error))
+        findings.client_attempts_refused = len(failed) - len(in_flight)
+        findings.requests_ok_after_restart = len(back)
+        findings.first_load_answer_s = min((at(r.worker, r.end) - killed_at for r in back), default=None)
+        _traffic_lost(findings, measured, at, load_t0=load_t0, killed_at=killed_at, answer_at=answer_at,
+                      down_until=box.get("down_until"))
+    row.recovery = RecoveryMoments(killed_at_s=findings.killed_at_s, ready_s=findings.ready_s,
+                                   first_good_answer_s=findings.first_good_answer_s)
     headline, judged = _verdict(findings, box, result, ready=ready_at is not None,
                                 answered=answer_at is not None, kill_after=kill_after,
                                 answer_within=answer_within, request_timeout=request_timeout,
@@ -196,48 +198,51 @@ def _judge(result: LoadResult, box: dict[str, Any], *, started: float, concurren
         kind="recovery",
         label=label,
         steps=[row],
-        params={"concurrency": concurrency, "duration_s": duration, "kill_after_s": kill_after,
-                "request_timeout_s": request_timeout, "answer_within_s": answer_within,
-                "poll_s": POLL_S, "hang_grace_s": HANG_GRACE_S},
+        params=CapacityParams(concurrency=concurrency, duration_s=duration, kill_after_s=kill_after,
+                              request_timeout_s=request_timeout, answer_within_s=answer_within, poll_s=POLL_S,
+                              hang_grace_s=HANG_GRACE_S),
         headline=headline,
+        slo=result.slo,
         judged=judged,
         findings=findings,
         series=_timeline(measured, at, load_t0),
     )
 
 
-def _verdict(findings: dict[str, Any], box: dict[str, Any], result: LoadResult, *, ready: bool,
+def _verdict(findings: CapacityFindings, box: dict[str, Any], result: LoadResult, *, ready: bool,
              answered: bool, kill_after: float, answer_within: float, request_timeout: float,
              classes: Counter[str], hung: int) -> tuple[str, list[Judgement]]:
     """The headline, and what fails the recovery (or makes it say nothing: no kill)."""
-    if findings["killed_at_s"] is None:
+    if findings.killed_at_s is None:
         why = (f"the server could not be killed: {box['restart_failed']}" if "restart_failed" in box
                else f"the load ended before the kill at {kill_after:g} s ({result.run.stopped_by})")
         return f"no recovery measured: {why}", [("invalid", why)]
     lost = _lost_text(findings, classes, hung, request_timeout)
-    when = f"killed {findings['killed_at_s']:.1f} s into the load"
+    when = f"killed {findings.killed_at_s:.1f} s into the load"
     judged: list[Judgement] = []
     if not ready:
-        error = findings["restart_error"] or "not ready again"
+        error = findings.restart_error or "not ready again"
         judged.append(("fail", error))
         headline = f"{when}: {error}; {lost}"
     elif not answered:
-        why = (f"ready again {findings['ready_s']:.1f} s after the kill, but no good answer within "
-               f"{answer_within:g} s (last seen: {findings['last_seen']})")
+        why = (f"ready again {findings.ready_s:.1f} s after the kill, but no good answer within "
+               f"{answer_within:g} s (last seen: {findings.last_seen})")
         judged.append(("fail", why))
         headline = f"{when}: {why}; {lost}"
     else:
-        headline = (f"{when}: ready again {findings['ready_s']:.1f} s after the kill, first good answer "
-                    f"after {findings['first_good_answer_s']:.1f} s; {lost}")
+        headline = (f"{when}: ready again {findings.ready_s:.1f} s after the kill, first good answer "
+                    f"after {findings.first_good_answer_s:.1f} s; {lost}")
     if hung:
         judged.append(("fail", f"{hung} request(s) hung past the request timeout ({request_timeout:g} s + "
-                               f"{HANG_GRACE_S:g} s): the longest took {findings['longest_failed_s']:.1f} s"))
+                               f"{HANG_GRACE_S:g} s): the longest took {findings.longest_failed_s:.1f} s"))
     return headline, judged
 
 
-def _traffic_lost(measured: list[Any], at: Callable[[int, float], float], *, load_t0: float,
-                  killed_at: float, answer_at: float | None, down_until: float | None) -> dict[str, Any]:
-    """The level's served rate, the outage, and the requests that traffic would have lost in it.
+def _traffic_lost(findings: CapacityFindings, measured: list[Any], at: Callable[[int, float], float], *,
+                  load_t0: float, killed_at: float, answer_at: float | None,
+                  down_until: float | None) -> None:
+    """The level's served rate, the outage, and the requests that traffic would have lost in it, set on
+    the findings.
 
     The rate is the level's answers per second before the kill, from the load's start (the
     first answers' own time counts, so with few answers it errs low); when none came back
@@ -263,15 +268,10 @@ def _traffic_lost(measured: list[Any], at: Callable[[int, float], float], *, loa
     ended = answer_at is not None
     end = answer_at if ended else down_until
     outage = None if end is None else end - killed_at
-    return {
-        "request_rate_per_s": rate,
-        "request_rate_basis": basis,
-        "request_rate_answers": answers,
-        "request_rate_window_s": window,
-        "outage_s": outage,
-        "outage_ended": ended,
-        "requests_lost_during_outage": None if rate is None or outage is None else rate * outage,
-    }
+    findings.request_rate_per_s, findings.request_rate_basis = rate, basis
+    findings.request_rate_answers, findings.request_rate_window_s = answers, window
+    findings.outage_s, findings.outage_ended = outage, ended
+    findings.requests_lost_during_outage = None if rate is None or outage is None else rate * outage
 
 
 def _about(n: float) -> str:
@@ -279,13 +279,13 @@ def _about(n: float) -> str:
     return f"{n:.0f}" if n >= 9.5 else f"{n:.1f}"
 
 
-def _lost_text(findings: dict[str, Any], classes: Counter[str], hung: int, request_timeout: float) -> str:
+def _lost_text(findings: CapacityFindings, classes: Counter[str], hung: int, request_timeout: float) -> str:
     """'at the 12.4 requests/s this level served, about 99 requests would have been lost during the
     outage, plus 4 in flight at the kill (stream_error ×4); every failure was a clean error (connect,
     stream_error)'."""
-    lost, rate = findings.get("requests_lost_during_outage"), findings.get("request_rate_per_s")
-    in_flight = findings.get("lost_in_flight") or 0
-    flight_classes = Counter(findings.get("in_flight_error_classes") or {})
+    lost, rate = findings.requests_lost_during_outage, findings.request_rate_per_s
+    in_flight = findings.lost_in_flight or 0
+    flight_classes = Counter(findings.in_flight_error_classes or {})
     flight_kinds = ", ".join(f"{c} ×{k}" for c, k in flight_classes.most_common())
     plus = (f", plus {in_flight} in flight at the kill" + (f" ({flight_kinds})" if flight_kinds else "")
             if in_flight else " (none was in flight at the kill)")
@@ -294,13 +294,13 @@ def _lost_text(findings: dict[str, Any], classes: Counter[str], hung: int, reque
                 f"the requests lost during the outage are not estimated; {in_flight} in flight at the kill"
                 + (f" ({flight_kinds})" if flight_kinds else ""))
     else:
-        served = ("this level served" if findings.get("request_rate_basis") == "before the kill"
+        served = ("this level served" if findings.request_rate_basis == "before the kill"
                   else "this level served after the restart")
         how = "would have been lost during the outage"
-        if not findings.get("outage_ended"):
+        if not findings.outage_ended:
             how = (f"would have been lost during the outage, which was still going "
-                   f"{findings['outage_s']:.1f} s after the kill")
-        amount = ("about " if findings.get("outage_ended") else "at least ") + _about(lost)
+                   f"{findings.outage_s:.1f} s after the kill")
+        amount = ("about " if findings.outage_ended else "at least ") + _about(lost)
         text = f"at the {rate:.1f} requests/s {served}, {amount} requests {how}{plus}"
     if not classes:
         return text
@@ -311,7 +311,7 @@ def _lost_text(findings: dict[str, Any], classes: Counter[str], hung: int, reque
 
 
 def _timeline(measured: list[Any], at: Callable[[int, float], float], load_t0: float,
-              width: float = 0.5) -> dict[str, Any]:
+              width: float = 0.5) -> CapacitySeries:
     """Answers and failures per `width` seconds of the load, by send time (the report's chart)."""
     ok: Counter[int] = Counter()
     bad: Counter[int] = Counter()
@@ -319,6 +319,6 @@ def _timeline(measured: list[Any], at: Callable[[int, float], float], load_t0: f
         slot = int((at(r.worker, r.send) - load_t0) // width)
         (ok if r.ok else bad)[slot] += 1
     slots = sorted(set(ok) | set(bad))
-    return {"window_s": width,
-            "ok": [[round((k + 0.5) * width, 3), ok[k]] for k in slots],
-            "failed": [[round((k + 0.5) * width, 3), bad[k]] for k in slots]}
+    answered: list[Point] = [(round((k + 0.5) * width, 3), ok[k]) for k in slots]
+    failed: list[Point] = [(round((k + 0.5) * width, 3), bad[k]) for k in slots]
+    return CapacitySeries(window_s=width, ok=answered, failed=failed)

@@ -23,14 +23,30 @@ from pytest_inferaccept.capacity.scenarios import (
     not_measured,
     quiet,
     step_row,
+    telemetry_of,
 )
 from pytest_inferaccept.capacity.soak_slo import Window, judge_errors, judge_slo, judge_windows
+from pytest_inferaccept.model import (
+    AnySoakCheck,
+    CapacityExplanation,
+    CapacityFindings,
+    CapacityKnee,
+    CapacityParams,
+    CapacitySeries,
+    DriftCheck,
+    ErrorsCheck,
+    ExplanationEvidence,
+    Point,
+    SloCheck,
+    SloWindowsCheck,
+)
+from pytest_inferaccept.stats.projection import horizon_view
 from pytest_inferaccept.stats.trend import MIN_POINTS
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
     from pytest_inferaccept.markers import SloSpec
-    from pytest_inferaccept.stats.projection import Horizon
+    from pytest_inferaccept.stats.projection import Horizon as HorizonSpec
 
 EXPLAINED_AS = {
     "ttft_drift": "latency_drift",
@@ -61,8 +77,8 @@ def soak(
     label: str,
     workload: Any = None,
     basis: str,
-    knee: Mapping[str, Any] | None = None,
-    horizon: Horizon | None = None,
+    knee: CapacityKnee | Mapping[str, Any] | None = None,
+    horizon: HorizonSpec | None = None,
     memory_limit: float | None = None,
     capacity: Callable[[int], tuple[float, str] | None] | None = None,
     say: Say = quiet,
@@ -77,13 +93,14 @@ def soak(
     a limit the tolerances say how much relative growth within the horizon is a finding. Growth
     that levels off within the soak is a filling cache, not a leak (docs/capacity.md).
 
-    `knee` is the ladder's knee (its `findings["knee"]`) when `concurrency` was derived from it: an
+    `knee` is the ladder's knee (its `findings.knee`) when `concurrency` was derived from it: an
     unconfirmed one is said beside the basis, in the notes and in the headline.
     """
     from pytest_inferaccept.capacity.sampler import memory_capacity
-    from pytest_inferaccept.stats.projection import BUDGET_SHARE, Horizon, duration_words
+    from pytest_inferaccept.stats.projection import BUDGET_SHARE, duration_words
+    from pytest_inferaccept.stats.projection import Horizon as HorizonSpec
 
-    chosen_horizon = horizon or Horizon(seconds=24 * 3600.0)
+    chosen_horizon = horizon or HorizonSpec(seconds=24 * 3600.0)
     with sampler:
         t0 = sampler.now()
         result = measure(
@@ -96,8 +113,8 @@ def soak(
     start = measured[0].send if measured else 0.0
     window = max(1.0, duration / 20)
     ok = [r for r in measured if r.ok]
-    checks: dict[str, dict[str, Any]] = {}
-    series: dict[str, Any] = {"window_s": window}
+    checks: dict[str, AnySoakCheck] = {}
+    series = CapacitySeries(window_s=window)
     traffic = judge.Traffic(request_rate=result.summary.request_rate_per_s, duration_s=duration,
                             horizon=chosen_horizon, alpha=alpha)
     # The SLO itself, over the whole soak and window by window, before how it drifts.
@@ -116,7 +133,7 @@ def soak(
         checks[f"{metric}_drift"] = judge.judge_latency(
             points, what=what, metric=metric, window_s=window, traffic=traffic, limits=limits,
             tolerance=drift_tolerance)
-        series[metric] = [[round(t, 3), round(v, 6)] for t, v in _window_medians(points, window)]
+        setattr(series, metric, [(round(t, 3), round(v, 6)) for t, v in _window_medians(points, window)])
         checks[f"{metric}_tail_drift"] = _tail(points, what=what, metric=metric, window_s=window,
                                                traffic=traffic, limits=limits, tolerance=drift_tolerance,
                                                duration=duration, series=series)
@@ -135,13 +152,13 @@ def soak(
             pts, what=f"memory ({memory.source})", window_s=window, traffic=traffic,
             capacity=judge.Capacity(total=found[0], share=BUDGET_SHARE, source=found[1]) if found else None,
             tolerance=memory_tolerance, source=memory.source, finished=finished)
-        series["memory_bytes"] = [[round(t, 3), v] for t, v in pts]
+        series.memory_bytes = [(round(t, 3), v) for t, v in pts]
     else:
-        checks["memory_growth"] = {
-            "status": "not_measured",
-            "text": "memory growth not measured: no memory gauge on /metrics and the "
+        checks["memory_growth"] = DriftCheck(
+            status="not_measured",
+            text="memory growth not measured: no memory gauge on /metrics and the "
             "server was not launched by the plugin",
-        }
+        )
     gpu = judge.gpu_memory_check(sampler, t0, t1, window_s=window, traffic=traffic,
                                  tolerance=memory_tolerance)
     if gpu is not None:
@@ -150,50 +167,41 @@ def soak(
     first = f"{failed[0].error}: {failed[0].error_detail[:120]}" if failed else ""
     checks["errors"] = judge_errors([r.send - start for r in failed], len(measured),
                                     slo_limit=slo.error_rate if slo is not None else None, first=first)
-    series["errors"] = [[round(t, 3), n] for t, n in _window_counts([r.send - start for r in failed], window)]
-    params: dict[str, Any] = {
-        "concurrency": concurrency,
-        "duration_s": duration,
-        "basis": basis,
-        "window_s": window,
-        "drift_tolerance": drift_tolerance,
-        "memory_tolerance": memory_tolerance,
-        "alpha": alpha,
-        "horizon": chosen_horizon.to_json(),
-        "horizon_s": traffic.horizon_s,
-        "horizon_words": traffic.horizon_words(),
-        "request_rate_per_s": traffic.request_rate,
-        "memory_limit": memory_limit,
-        "budget_share": BUDGET_SHARE,
-    }
+    series.errors = [(round(t, 3), n) for t, n in _window_counts([r.send - start for r in failed], window)]
+    params = CapacityParams(
+        concurrency=concurrency, duration_s=duration, basis=basis, window_s=window,
+        drift_tolerance=drift_tolerance, memory_tolerance=memory_tolerance, alpha=alpha,
+        horizon=horizon_view(chosen_horizon), horizon_s=traffic.horizon_s,
+        horizon_words=traffic.horizon_words(), request_rate_per_s=traffic.request_rate,
+        memory_limit=memory_limit, budget_share=BUDGET_SHARE)
     row = step_row(concurrency, result, sampler.peaks(t0, t1))
     # How long a soak would have found a leak that uses the headroom within half the horizon.
-    plans = [(c["plan"]["soak_needed_s"], name) for name, c in checks.items()
-             if c.get("plan") and c["status"] != "fail"]
+    plans = [(c.plan.soak_needed_s, name) for name, c in checks.items()
+             if isinstance(c, DriftCheck) and c.plan is not None and c.status != "fail"]
     needed, which = max(plans) if plans else (None, None)
-    findings: dict[str, Any] = {"checks": checks, "soak_needed_s": needed, "soak_needed_for": which,
-                                "soak_needed_text": None}
+    findings = CapacityFindings(checks=checks, soak_needed_s=needed, soak_needed_for=which,
+                                soak_needed_text=None)
     notes: list[str] = []
     if needed is not None and duration < needed:
         growth = "memory growth that would use its budget" if "memory" in str(which) else (
             "a latency drift that would cross the SLO")
         plan = (f"a soak of at least {duration_words(needed)} would find, 95% of the time, {growth} within "
                 f"half of {traffic.horizon_words()}; this one ran {duration_words(duration)}")
-        findings["soak_needed_text"] = plan
+        findings.soak_needed_text = plan
         notes.append(plan)
         say(f"inferaccept: soak: {plan}")
     caveat = knee_caveat(knee)
     if caveat:
-        params["basis_caveat"] = caveat
+        params.basis_caveat = caveat
         notes.append(f"the concurrency comes from {caveat}")
     notes += not_measured(sampler)
-    bound = row["client_bound"]
-    failing = {name: check for name, check in checks.items() if check["status"] == "fail"}
+    bound = row.client_bound
+    failing = {name: check for name, check in checks.items() if check.status == "fail"}
     judged = _judged(checks, bound=bool(bound))
     where = f"{basis}; {caveat}" if caveat else basis
     # A failing check in full (its projection and time to the limit); the others in short.
     headline = f"{duration:g} s at c={concurrency} ({where}): " + "; ".join(
-        c["text"] if c["status"] == "fail" else c.get("answer") or c["text"] for c in checks.values()
+        c.text if c.status == "fail" else c.answer or c.text for c in checks.values()
     )
     return conclude(
         kind="soak",
@@ -201,20 +209,21 @@ def soak(
         steps=[row],
         params=params,
         headline=headline,
+        slo=slo,
         bound=f"the client was the bottleneck: {'; '.join(bound)}" if bound else "",
         judged=judged,
         failures_when_bound=True,
         findings=findings,
-        explanations=[{"kind": EXPLAINED_AS[name], "level": concurrency, "text": check["text"],
-                       "evidence": {"check": name}}
+        explanations=[CapacityExplanation(kind=EXPLAINED_AS[name], level=concurrency, text=check.text,
+                                          evidence=ExplanationEvidence(check=name))
                       for name, check in failing.items() if name in EXPLAINED_AS],
         series=series,
-        telemetry=sampler.to_json(),
+        telemetry=telemetry_of(sampler),
         notes=notes,
     )
 
 
-def _judged(checks: Mapping[str, Mapping[str, Any]], *, bound: bool) -> list[Judgement]:
+def _judged(checks: Mapping[str, AnySoakCheck], *, bound: bool) -> list[Judgement]:
     """The soak's own findings: each failing check, and what leaves it undecided.
 
     The SLO's error_rate is judged in the SLO's own check, so the error check adds a finding only
@@ -222,37 +231,38 @@ def _judged(checks: Mapping[str, Mapping[str, Any]], *, bound: bool) -> list[Jud
     alone says nothing of the server: only a miss that failed requests decide is kept.
     """
     out: list[Judgement] = []
-    for name, check in checks.items():
-        if check["status"] != "fail" or (name == "errors" and check.get("decides")):
+    for check in checks.values():
+        if check.status != "fail" or (isinstance(check, ErrorsCheck) and check.decides):
             continue
-        if name in ("slo", "slo_windows") and bound and not check.get("by_failures"):
+        if isinstance(check, (SloCheck, SloWindowsCheck)) and bound and not check.by_failures:
             continue
-        out.append(("fail", check["text"]))
+        out.append(("fail", check.text))
     whole = checks.get("slo")
-    if whole is not None and whole["status"] == "not_enough_data":
-        out.append(("invalid", whole["text"]))
-    if not any(c["status"] == "fail" for c in checks.values()) and all(
-            checks[k]["status"] in ("not_enough_data", "not_measured") for k in DRIFTS if k in checks):
+    if whole is not None and whole.status == "not_enough_data":
+        out.append(("invalid", whole.text))
+    if not any(c.status == "fail" for c in checks.values()) and all(
+            checks[k].status in ("not_enough_data", "not_measured") for k in DRIFTS if k in checks):
         out.append(("invalid", "the soak was too short to judge drift (fewer than 8 windows with answers)"))
     return out
 
 
 def _tail(points: list[tuple[float, float]], *, what: str, metric: str, window_s: float,
           traffic: judge.Traffic, limits: list[tuple[str, float, float]], tolerance: float, duration: float,
-          series: dict[str, Any]) -> dict[str, Any]:
+          series: CapacitySeries) -> DriftCheck:
     """The drift of the latency's tail: each window's p95 (or p90) over its median (soak_judge.judge_tail),
     projected against the SLO's tail limits (p90 and above) on the metric."""
     chosen = judge.tail_windows(len(points), duration, window_s)
     if chosen is None:
-        return {"status": "not_enough_data", "level": None,
-                "text": f"{what} tail not judged: {len(points)} answers are too few for a tail per window "
-                        f"(at least {judge.TAIL_LEAST} a window in {MIN_POINTS} windows)",
-                "answer": f"{what} tail not judged (too few answers)"}
+        return DriftCheck(status="not_enough_data", level=None,
+                          text=f"{what} tail not judged: {len(points)} answers are too few for a tail per "
+                               f"window (at least {judge.TAIL_LEAST} a window in {MIN_POINTS} windows)",
+                          answer=f"{what} tail not judged (too few answers)")
     width, level, least = chosen
     tails = [(key, limit, value) for key, limit, value in limits
              if key.rsplit("_", 1)[-1] in ("p90", "p95", "p99", "p999")]
-    series[f"{metric}_tail"] = [[round(t, 3), round(v, 6)]
-                                for t, v in _window_medians(points, width, level=level, least=least)]
+    tail: list[Point] = [(round(t, 3), round(v, 6))
+                         for t, v in _window_medians(points, width, level=level, least=least)]
+    setattr(series, f"{metric}_tail", tail)
     return judge.judge_tail(points, what=what, window_s=width, level=level, least=least, traffic=traffic,
                             limits=tails, tolerance=tolerance)
 

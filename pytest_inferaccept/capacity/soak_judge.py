@@ -12,21 +12,37 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pytest_inferaccept.stats.projection import (
+from pytest_inferaccept.model import (
+    DriftCheck,
+    DriftProjection,
+    DriftRate,
+    GrowthShape,
     Horizon,
+    MemoryBudget,
+    SoakPlan,
+    SoakSlope,
+)
+from pytest_inferaccept.stats.projection import (
+    Horizon as HorizonSpec,
+)
+from pytest_inferaccept.stats.projection import (
     Projection,
     Shape,
     Slope,
     bytes_words,
     count_words,
     duration_words,
+    horizon_view,
+    projection_view,
     shape_of,
+    shape_view,
     slope_of,
+    slope_view,
     soak_needed,
 )
-from pytest_inferaccept.stats.trend import MIN_POINTS, trend, windows
+from pytest_inferaccept.stats.trend import MIN_POINTS, trend, trend_view, windows
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
@@ -53,9 +69,9 @@ class Capacity:
         whole = "all" if self.share >= 1 else f"{self.share:.0%}"
         return f"{whole} of its {bytes_words(self.total)} ({self.source})"
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {"total": self.total, "share": self.share, "source": self.source, "budget": self.budget}
+    def budget_of(self) -> MemoryBudget:
+        """The budget as the soak's memory check keeps it."""
+        return MemoryBudget(total=self.total, share=self.share, source=self.source, budget=self.budget)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +80,7 @@ class Traffic:
 
     request_rate: float | None
     duration_s: float
-    horizon: Horizon
+    horizon: HorizonSpec
     alpha: float = 0.01
 
     @property
@@ -150,20 +166,40 @@ def _chosen(whole: Slope, shape: Shape) -> Slope:
     return shape.last if shape.kind != "steady" and shape.last is not None else whole
 
 
-def _rate_json(chosen: Slope, whole: Slope, per: float | None, by_request: Slope | None) -> dict[str, Any]:
+def slope_of_soak(slope: Slope) -> SoakSlope:
+    """A fitted slope as the soak's checks keep it."""
+    return slope_view(slope)
+
+
+def shape_kept(shape: Shape) -> GrowthShape:
+    """How a series grew, as the soak's checks keep it."""
+    return shape_view(shape)
+
+
+def _rate(chosen: Slope, whole: Slope, per: float | None, by_request: Slope | None) -> DriftRate:
     """The projected rate per second, per hour and per request: fitted against the requests finished
     (`by_request`) when they were counted, else the rate per second over the request rate `per`."""
     basis = "whole_soak" if chosen is whole else "last_third"
-    out: dict[str, Any] = {"slope": chosen.to_json(), "basis": basis,
-                           "per_hour": chosen.per_s * 3600, "per_hour_low": chosen.low * 3600,
-                           "per_hour_high": chosen.high * 3600}
+    rate = DriftRate(slope=slope_of_soak(chosen), basis=basis, per_hour=chosen.per_s * 3600,
+                     per_hour_low=chosen.low * 3600, per_hour_high=chosen.high * 3600)
     if by_request is not None:
-        out.update(per_request=by_request.per_s, per_request_low=by_request.low,
-                   per_request_high=by_request.high, per_request_basis="finished_requests")
+        rate = rate.model_copy(update={"per_request": by_request.per_s, "per_request_low": by_request.low,
+                                       "per_request_high": by_request.high,
+                                       "per_request_basis": "finished_requests"})
     elif per:
-        out.update(per_request=chosen.per_s / per, per_request_low=chosen.low / per,
-                   per_request_high=chosen.high / per, per_request_basis="request_rate")
-    return out
+        rate = rate.model_copy(update={"per_request": chosen.per_s / per, "per_request_low": chosen.low / per,
+                                       "per_request_high": chosen.high / per,
+                                       "per_request_basis": "request_rate"})
+    return rate
+
+
+def _projection(p: Projection, limit_words: str) -> DriftProjection:
+    """Where the drift leads over the horizon, with its limit in words."""
+    return projection_view(p, limit_words)
+
+
+def _horizon(traffic: Traffic) -> Horizon:
+    return horizon_view(traffic.horizon)
 
 
 Counted = list[tuple[float, float, float]]
@@ -207,14 +243,15 @@ def _by_request(counted: Counted | None, chosen: Slope, whole: Slope, window_s: 
     return slope_of([(n, v) for _, n, v in counted], window_s=window_s * rate, alpha=alpha)
 
 
-def _not_judged(what: str, n: int, base: dict[str, Any]) -> dict[str, Any]:
-    return {**base, "status": "not_enough_data", "text": f"{what}: not enough windows to judge drift ({n})",
-            "answer": f"{what} not judged (too few windows)"}
+def _not_judged(what: str, n: int, base: DriftCheck) -> DriftCheck:
+    return base.model_copy(update={"status": "not_enough_data",
+                                   "text": f"{what}: not enough windows to judge drift ({n})",
+                                   "answer": f"{what} not judged (too few windows)"})
 
 
 def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic,
                  capacity: Capacity | None, tolerance: float, source: str,
-                 name: str = "memory", finished: Sequence[int] | None = None) -> dict[str, Any]:
+                 name: str = "memory", finished: Sequence[int] | None = None) -> DriftCheck:
     """The memory check: growth per request and per hour, projected to the horizon, against the budget.
 
     `what` names the series in the check's text, `name` in its short answer. `finished`, one per
@@ -225,9 +262,9 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
     (tolerance 1.0: it would double within the horizon).
     """
     tr = trend(points, window_s=window_s)
-    base: dict[str, Any] = {"source": source, "trend": tr.to_json(), "tolerance": tolerance,
-                            "alpha": traffic.alpha, "horizon": traffic.horizon.to_json(),
-                            "capacity": capacity.to_json() if capacity is not None else None}
+    base = DriftCheck(status="not_enough_data", source=source, trend=trend_view(tr),
+                      tolerance=tolerance, alpha=traffic.alpha, horizon=_horizon(traffic),
+                      capacity=capacity.budget_of() if capacity is not None else None)
     whole = slope_of(points, window_s=window_s, alpha=traffic.alpha)
     horizon_s = traffic.horizon_s
     if whole is None or horizon_s is None:
@@ -305,14 +342,15 @@ def judge_memory(points: Points, *, what: str, window_s: float, traffic: Traffic
         answer = f"{name} {_verb(chosen, 'grows')}: {growth}"
         if reach is not None and room > 0:
             answer += f"; at {which} it {reaches}"
-    return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(),
-            "rate": _rate_json(chosen, whole, rate, by_request),
-            "projection": {**p.to_json(), "limit_words": limit_words},
-            "plan": _plan(whole, shape, p, traffic)}
+    return base.model_copy(update={"status": status, "text": text, "answer": answer,
+                                   "shape": shape_kept(shape),
+                                   "rate": _rate(chosen, whole, rate, by_request),
+                                   "projection": _projection(p, limit_words),
+                                   "plan": _plan(whole, shape, p, traffic)})
 
 
 def judge_latency(points: Points, *, what: str, metric: str, window_s: float, traffic: Traffic,
-                  limits: Sequence[tuple[str, float, float]], tolerance: float) -> dict[str, Any]:
+                  limits: Sequence[tuple[str, float, float]], tolerance: float) -> DriftCheck:
     """A latency check: drift in ms per hour and over the soak, projected; when would it cross the SLO?
 
     `limits` are the SLO's limits on this metric as (key, limit s, the soak's value of that
@@ -320,8 +358,8 @@ def judge_latency(points: Points, *, what: str, metric: str, window_s: float, tr
     distribution shifts). Without one, the limit is the start × (1 + tolerance).
     """
     tr = trend(points, window_s=window_s)
-    base: dict[str, Any] = {"trend": tr.to_json(), "tolerance": tolerance, "alpha": traffic.alpha,
-                            "horizon": traffic.horizon.to_json()}
+    base = DriftCheck(status="not_enough_data", trend=trend_view(tr), tolerance=tolerance,
+                      alpha=traffic.alpha, horizon=_horizon(traffic))
     whole = slope_of(points, window_s=window_s, alpha=traffic.alpha)
     horizon_s = traffic.horizon_s
     if whole is None or horizon_s is None:
@@ -370,21 +408,22 @@ def judge_latency(points: Points, *, what: str, metric: str, window_s: float, tr
         text = f"{what} {verb}: {rates}: {growth}{tail}"
         short = "levels off" if shape.kind == "levels_off" else _verb(chosen, "drifts")
         answer = f"{what} {short} ({moved}; {interval})"
-    rate = _rate_json(chosen, whole, None, None)
-    rate["change"] = chosen.per_s * chosen.span_s
-    rate["relative_change"] = rate["change"] / start if start else None
-    # A relative rate per hour from a shorter span is an extrapolation of a ratio: kept only when
-    # the span it was measured over is at least the hour it speaks of.
-    rate["relative_per_hour"] = (chosen.per_s * 3600 / start
-                                 if start and chosen.span_s >= RELATIVE_RATE_MIN_SPAN_S else None)
+    change = chosen.per_s * chosen.span_s
+    rate = _rate(chosen, whole, None, None).model_copy(update={
+        "change": change, "relative_change": change / start if start else None,
+        # A relative rate per hour from a shorter span is an extrapolation of a ratio: kept only when
+        # the span it was measured over is at least the hour it speaks of.
+        "relative_per_hour": (chosen.per_s * 3600 / start
+                              if start and chosen.span_s >= RELATIVE_RATE_MIN_SPAN_S else None)})
     # Planning needs a limit the team set: the SLO (the relative fallback is no budget to plan for).
     plan = _plan(whole, shape, p, traffic) if limits else None
-    return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(), "rate": rate,
-            "projection": {**p.to_json(), "limit_words": label}, "plan": plan}
+    return base.model_copy(update={"status": status, "text": text, "answer": answer,
+                                   "shape": shape_kept(shape),
+                                   "rate": rate, "projection": _projection(p, label), "plan": plan})
 
 
 def judge_tail(points: Points, *, what: str, window_s: float, level: float, least: int, traffic: Traffic,
-               limits: Sequence[tuple[str, float, float]], tolerance: float) -> dict[str, Any]:
+               limits: Sequence[tuple[str, float, float]], tolerance: float) -> DriftCheck:
     """The drift of a latency's tail against its median: each window's p95 (or p90) over its median.
 
     A tail can triple while the median stays put (a queue some requests wait in, a batch that
@@ -403,9 +442,9 @@ def judge_tail(points: Points, *, what: str, window_s: float, level: float, leas
     series = [(t, v / medians[t]) for t, v in tails if medians.get(t, 0.0) > 0]
     name = f"{what} {stat} over its median per {window_s:g} s window"
     tr = trend(series)
-    base: dict[str, Any] = {"trend": tr.to_json(), "tolerance": tolerance, "alpha": traffic.alpha,
-                            "horizon": traffic.horizon.to_json(), "level": level, "window_s": window_s,
-                            "basis": "ratio_to_median"}
+    base = DriftCheck(status="not_enough_data", trend=trend_view(tr), tolerance=tolerance,
+                      alpha=traffic.alpha, horizon=_horizon(traffic), level=level, window_s=window_s,
+                      basis="ratio_to_median")
     whole = slope_of(series, alpha=traffic.alpha)
     horizon_s = traffic.horizon_s
     if whole is None or horizon_s is None:
@@ -450,12 +489,13 @@ def judge_tail(points: Points, *, what: str, window_s: float, level: float, leas
                   if reach is not None and (p.headroom or 0) > 0 else "")
         text = f"{name} {_verb(chosen, 'rises')}: {moved} ({interval}){unsure}"
         answer = f"{what} tail ({stat}) {_verb(chosen, 'rises')} against its median ({moved})"
-    rate = _rate_json(chosen, whole, None, None)
-    rate["change"] = chosen.per_s * span
-    rate["relative_change"] = rate["change"] / start if start > 0 else None
+    change = chosen.per_s * span
+    rate = _rate(chosen, whole, None, None).model_copy(update={
+        "change": change, "relative_change": change / start if start > 0 else None})
     plan = _plan(whole, shape, p, traffic) if limits else None
-    return {**base, "status": status, "text": text, "answer": answer, "shape": shape.to_json(), "rate": rate,
-            "projection": {**p.to_json(), "limit_words": label}, "plan": plan}
+    return base.model_copy(update={"status": status, "text": text, "answer": answer,
+                                   "shape": shape_kept(shape),
+                                   "rate": rate, "projection": _projection(p, label), "plan": plan})
 
 
 TAIL_LEAST = 10
@@ -501,12 +541,12 @@ def _per_hour(chosen: Slope, start: float | None) -> str:
 
 
 def gpu_memory_check(sampler: Sampler, t0: float, t1: float, *, window_s: float, traffic: Traffic,
-                     tolerance: float) -> dict[str, Any] | None:
+                     tolerance: float) -> DriftCheck | None:
     """GPU memory growth against the GPU's whole memory (frameworks reserve most of it up front by design).
 
     None without GPU memory telemetry; with several GPUs, the one that fails (else grows fastest).
     """
-    found: list[dict[str, Any]] = []
+    found: list[DriftCheck] = []
     for name, used in sampler.series.items():
         if not (name.startswith("gpu") and name.endswith("_memory_bytes")) or name.endswith("_total_bytes"):
             continue
@@ -519,18 +559,17 @@ def gpu_memory_check(sampler: Sampler, t0: float, t1: float, *, window_s: float,
         check = judge_memory(pts, what=f"GPU {index} memory ({used.source})", window_s=window_s,
                              traffic=traffic, capacity=capacity, tolerance=tolerance, source=used.source,
                              name=f"GPU {index} memory")
-        found.append({**check, "gpu": index})
+        found.append(check.model_copy(update={"gpu": index}))
     if not found:
         return None
 
-    def rank(check: dict[str, Any]) -> tuple[bool, float]:
-        slope = (check.get("rate") or {}).get("slope") or {}
-        return check["status"] == "fail", float(slope.get("per_s") or 0.0)
+    def rank(check: DriftCheck) -> tuple[bool, float]:
+        return check.status == "fail", float(check.rate.slope.per_s if check.rate is not None else 0.0)
 
     return max(found, key=rank)
 
 
-def _plan(whole: Slope, shape: Shape, p: Projection, traffic: Traffic) -> dict[str, Any] | None:
+def _plan(whole: Slope, shape: Shape, p: Projection, traffic: Traffic) -> SoakPlan | None:
     """How long a soak finds growth that uses the headroom within half the horizon (95% of the time).
 
     The noise to plan with is the whole soak's; when growth levelled off or slowed, the larger of
@@ -548,4 +587,4 @@ def _plan(whole: Slope, shape: Shape, p: Projection, traffic: Traffic) -> dict[s
     needed = max((n for n in needs if n is not None), default=None)
     if needed is None:
         return None
-    return {"soak_needed_s": needed, "duration_s": traffic.duration_s, "short": traffic.duration_s < needed}
+    return SoakPlan(soak_needed_s=needed, duration_s=traffic.duration_s, short=traffic.duration_s < needed)

@@ -24,13 +24,15 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_inferaccept.model import ErrorsCheck, SloCheck, SloWindowsCheck, WindowMiss
 from pytest_inferaccept.stats.percentiles import (
     PERCENTILE_LEVELS,
     proportion_interval,
     samples_to_settle_proportion,
 )
+from pytest_inferaccept.stats.slo import judgement_view
 
 if TYPE_CHECKING:
     from pytest_inferaccept.markers import SloSpec
@@ -61,7 +63,7 @@ def _seconds(x: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # The whole soak
 
-def judge_slo(evaluation: SloEvaluation | None) -> dict[str, Any] | None:
+def judge_slo(evaluation: SloEvaluation | None) -> SloCheck | None:
     """The step's own SLO evaluation over the whole soak as a soak check; None without an SLO."""
     if evaluation is None:
         return None
@@ -73,9 +75,10 @@ def judge_slo(evaluation: SloEvaluation | None) -> dict[str, Any] | None:
     answer = (f"the SLO is met over the whole soak ({', '.join(r.key for r in evaluation.rows)})"
               if status == "pass" else f"the SLO over the whole soak is {lead}: {shown[0]}" if shown
               else f"the SLO over the whole soak is {lead}")
-    return {"status": status, "text": text, "answer": answer, "evaluation": evaluation.to_json(),
-            # A failure that failed requests alone decide stands even when the client limited the run.
-            "by_failures": any(row.by_failures for row in failing)}
+    return SloCheck(status=status, text=text, answer=answer,
+                    evaluation=judgement_view(evaluation),
+                    # A failure that failed requests alone decide stands even when the client limited the run.
+                    by_failures=any(row.by_failures for row in failing))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,7 +124,8 @@ def _beyond(window: Window, lim: _Limit) -> tuple[int, int]:
     return len(data) - bisect.bisect_right(data, lim.limit), len(data)
 
 
-def judge_windows(windows: Sequence[Window], slo: SloSpec | None, *, width_s: float) -> dict[str, Any] | None:
+def judge_windows(windows: Sequence[Window], slo: SloSpec | None, *,
+                  width_s: float) -> SloWindowsCheck | None:
     """Did any window conclusively miss the SLO? None when no limit of the SLO can be judged per window."""
     limits = _window_limits(slo) if slo is not None else []
     pairs = [(w, lim, *_beyond(w, lim)) for w in windows for lim in limits]
@@ -129,16 +133,16 @@ def judge_windows(windows: Sequence[Window], slo: SloSpec | None, *, width_s: fl
     if not pairs:
         return None
     each = 1.0 - 2 * WINDOW_ALPHA / len(pairs)  # two-sided confidence whose lower tail is alpha / m
-    found: list[dict[str, Any]] = []
-    worst: tuple[float, dict[str, Any]] | None = None
+    found: list[WindowMiss] = []
+    worst: tuple[float, WindowMiss] | None = None
     for w, lim, over, n in pairs:
         low = proportion_interval(over, n, each)[0]
-        entry = {"start_s": round(w.start_s, 3), "end_s": round(w.end_s, 3), "key": lim.key,
-                 "limit": lim.limit, "beyond": over, "n": n, "allowed": lim.allowed, "share_low": low,
-                 "words": (f"{w.start_s:.0f}–{w.end_s:.0f} s: {lim.key} {over} of {n} "
-                           f"{'failed' if lim.metric is None else 'beyond ' + lim.words()} "
-                           f"({percent(over / n)}; the limit allows {percent(lim.allowed)}, "
-                           f"the share's low end is {percent(low)})")}
+        entry = WindowMiss(start_s=round(w.start_s, 3), end_s=round(w.end_s, 3), key=lim.key, limit=lim.limit,
+                           beyond=over, n=n, allowed=lim.allowed, share_low=low,
+                           words=(f"{w.start_s:.0f}–{w.end_s:.0f} s: {lim.key} {over} of {n} "
+                                  f"{'failed' if lim.metric is None else 'beyond ' + lim.words()} "
+                                  f"({percent(over / n)}; the limit allows {percent(lim.allowed)}, "
+                                  f"the share's low end is {percent(low)})"))
         if low > lim.allowed:
             found.append(entry)
         excess = over / n - lim.allowed
@@ -149,29 +153,29 @@ def judge_windows(windows: Sequence[Window], slo: SloSpec | None, *, width_s: fl
     rule = (f"a window fails when the share of its requests beyond a limit is above what the limit allows "
             f"at {each * 100:.4g}% confidence (one-sided {WINDOW_ALPHA:.1%} over all {len(pairs)} "
             f"window-limit pairs, Bonferroni: neighbouring windows are not independent)")
-    bad_windows = sorted({(e["start_s"], e["end_s"]) for e in found})
+    bad_windows = sorted({(e.start_s, e.end_s) for e in found})
     if found:
         more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
-        listed = "; ".join(e["words"] for e in found[:3]) + more
+        listed = "; ".join(e.words for e in found[:3]) + more
         text = (f"the SLO was conclusively missed in {len(bad_windows)} of {len(windows)} windows of "
                 f"{width_s:g} s: {listed} ({rule})")
-        answer = f"the SLO was missed in {len(bad_windows)} of {len(windows)} windows ({found[0]['words']})"
+        answer = f"the SLO was missed in {len(bad_windows)} of {len(windows)} windows ({found[0].words})"
     else:
-        seen = f"; the worst: {worst[1]['words']}" if worst is not None and worst[1]["beyond"] else ""
+        seen = f"; the worst: {worst[1].words}" if worst is not None and worst[1].beyond else ""
         text = (f"no {width_s:g} s window conclusively missed the SLO ({len(windows)} windows of about "
                 f"{typical} requests; {rule}){seen}")
         answer = f"no window conclusively missed the SLO ({len(windows)} windows of {width_s:g} s)"
-    return {"status": "fail" if found else "pass", "text": text, "answer": answer, "windows": len(windows),
-            "window_s": width_s, "pairs": len(pairs), "confidence_each": each, "failing": found,
-            "worst": worst[1] if worst is not None else None,
-            "by_failures": any(e["key"] == "error_rate" for e in found)}
+    return SloWindowsCheck(status="fail" if found else "pass", text=text, answer=answer, windows=len(windows),
+                           window_s=width_s, pairs=len(pairs), confidence_each=each, failing=found,
+                           worst=worst[1] if worst is not None else None,
+                           by_failures=any(e.key == "error_rate" for e in found))
 
 
 # ---------------------------------------------------------------------------------------------
 # The error rate
 
 def judge_errors(failed_at: Sequence[float], measured: int, *, slo_limit: float | None, first: str = "",
-                 confidence: float = 0.95) -> dict[str, Any]:
+                 confidence: float = 0.95) -> ErrorsCheck:
     """The soak's error rate by its Clopper–Pearson interval, against the SLO's error_rate or ERROR_LIMIT.
 
     `failed_at` holds the seconds into the soak of each failed request, `first` what the first one
@@ -184,12 +188,13 @@ def judge_errors(failed_at: Sequence[float], measured: int, *, slo_limit: float 
     onset = min(failed_at) if failed_at else None
     source = ("the SLO's error_rate" if given
               else "the soak's default error limit (the SLO names no error_rate)")
-    base: dict[str, Any] = {"error_rate": k / measured if measured else None, "limit": limit,
-                            "limit_source": "slo" if given else "default", "failed": k, "measured": measured,
-                            "onset_s": onset, "confidence": confidence, "decides": given}
+    base = ErrorsCheck(status="not_enough_data", error_rate=k / measured if measured else None, limit=limit,
+                       limit_source="slo" if given else "default", failed=k, measured=measured, onset_s=onset,
+                       confidence=confidence, decides=given)
     if not measured:
-        return {**base, "status": "not_enough_data", "text": "errors not judged: no measured request",
-                "answer": "errors not judged (no measured request)", "ci_low": None, "ci_high": None}
+        return base.model_copy(update={"text": "errors not judged: no measured request",
+                                       "answer": "errors not judged (no measured request)", "ci_low": None,
+                                       "ci_high": None})
     low, high = proportion_interval(k, measured, confidence)
     status = "fail" if low > limit else "pass" if high <= limit else "not_enough_data"
     counted = (f"{k} of {measured} failed ({percent(k / measured)}; {confidence:.0%} CI "
@@ -213,5 +218,5 @@ def judge_errors(failed_at: Sequence[float], measured: int, *, slo_limit: float 
     answer = (f"no request failed (0 of {measured}; {confidence:.0%} CI up to {percent(high)}: {said})"
               if not k else f"errors {percent(k / measured)} of {measured} "
                             f"({confidence:.0%} CI {percent(low)}–{percent(high)}: {said})")
-    return {**base, "status": status, "text": f"{counted}: {judged}{when}", "answer": answer,
-            "ci_low": low, "ci_high": high, "needed_n": needed}
+    return base.model_copy(update={"status": status, "text": f"{counted}: {judged}{when}", "answer": answer,
+                                   "ci_low": low, "ci_high": high, "needed_n": needed})

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_inferaccept.capacity.analysis import knee_caveat
 from pytest_inferaccept.capacity.climb import climb
 from pytest_inferaccept.capacity.scenarios import CapacityResult, Measure, Say, quiet
+from pytest_inferaccept.model import CapacityKnee, CapacityParams, CapacityStep
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
@@ -33,12 +34,12 @@ def sweep(
     label: str,
     workload: Any = None,
     seed: int = 0,
-    knee: Mapping[str, Any] | None = None,
+    knee: CapacityKnee | Mapping[str, Any] | None = None,
     say: Say = quiet,
 ) -> CapacityResult:
     """Open loop (Poisson arrivals) at each rate, each step bounded by `requests` and `duration`.
 
-    `knee` is the ladder's knee (its `findings["knee"]`) when the rates were chosen around it: an
+    `knee` is the ladder's knee (its `findings.knee`) when the rates were chosen around it: an
     unconfirmed one is said in the notes and the headline, since the rates inherit its doubt.
     """
 
@@ -53,21 +54,16 @@ def sweep(
             seed=seed,
         )
 
-    def achieved(row: dict[str, Any]) -> None:
-        asked, got = row.get("asked_rate"), row.get("achieved_rate")
-        row["achieved_fraction"] = got / asked if asked and got is not None else None
+    def achieved(row: CapacityStep) -> None:
+        asked, got = row.asked_rate, row.achieved_rate
+        row.achieved_fraction = got / asked if asked and got is not None else None
 
-    params: dict[str, Any] = {
-        "rates": list(rates),
-        "requests_per_step": requests,
-        "max_seconds_per_step": duration,
-        "breaker_error_rate": breaker_errors,
-        "breaker_latency_s": breaker_latency_s,
-        "min_rate": min_rate,
-    }
+    params = CapacityParams(rates=list(rates), requests_per_step=requests, max_seconds_per_step=duration,
+                            breaker_error_rate=breaker_errors, breaker_latency_s=breaker_latency_s,
+                            min_rate=min_rate)
     caveat = knee_caveat(knee)
     if caveat:
-        params["basis_caveat"] = caveat
+        params.basis_caveat = caveat
     return climb(kind="sweep", label=label, levels=rates, run_step=step, sampler=sampler, slo=slo,
                  breaker_errors=breaker_errors, breaker_latency_s=breaker_latency_s, min_level=min_rate,
                  params=params, say=say, each_row=achieved, caveat=caveat)

@@ -1,6 +1,6 @@
-"""The upgrade gate: compare a run with a baseline run (and several runs side by side).
+"""The upgrade gate's readers: the offline CLI, the comparison as text, several runs side by side.
 
-`compare.diff.compare(old, new, gate)` is the comparison; `python -m pytest_inferaccept.compare`
-runs it offline. This package's `__init__` imports nothing: the settings load `compare.policy`
-when the plugin loads, and that must stay cheap.
+The comparison itself (reading a baseline, the diff and the rules that decide what regressed) is
+`pytest_inferaccept.baseline`, below the run that calls it; `python -m pytest_inferaccept.compare`
+runs it offline. This package's `__init__` imports nothing.
 """

@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_inferaccept.compare.baseline import BaselineError, read_document
-from pytest_inferaccept.compare.policy import PolicyError, parse_gate
+from pytest_inferaccept.baseline.read import BaselineError, read_document
+from pytest_inferaccept.gate_settings import PolicyError, parse_gate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,18 +53,18 @@ def main(argv: list[str] | None = None) -> int:
             write(args.html, names, docs, secrets=secrets)
             print(f"side-by-side page written to {args.html}")
         return 0
-    from pytest_inferaccept.compare.diff import compare
+    from pytest_inferaccept.baseline.diff import compare
     from pytest_inferaccept.compare.render import section_lines
 
-    comparison = compare(docs[0], docs[1], gate, path=str(args.files[0]))
-    section = comparison.to_json()
+    section = compare(docs[0], docs[1], gate, path=str(args.files[0]))
     if args.json:
-        print(json.dumps(section, indent=2, default=str))
+        # The `baseline` section as a run with --inferaccept-baseline writes it.
+        print(json.dumps(section.model_dump(exclude_unset=True), indent=2, default=str))
     else:
         print(f"{args.files[1]} compared with {args.files[0]}")
         for text, _ in section_lines(section):
             print(text)
-    return 1 if comparison.regressions else 0
+    return 1 if section.status == "regressed" else 0
 
 
 if __name__ == "__main__":

@@ -2,41 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import BaselineComparison
 
 MAX_LINES = 25
 MARK = {"regression": "WORSE", "improvement": "better", "changed": "changed", "untrusted": "untrusted"}
 ORDER = {"regression": 0, "untrusted": 1, "changed": 2, "improvement": 3}
 
 
-def section_lines(section: dict[str, Any]) -> list[tuple[str, str]]:
+def section_lines(section: BaselineComparison) -> list[tuple[str, str]]:
     """The `baseline` section as (text, colour) lines; colour is '', 'red', 'yellow' or 'green'."""
     out: list[tuple[str, str]] = []
-    run = section.get("run") or {}
-    if section.get("error"):
-        return [(f"changed since the baseline: not compared: {section['error']}", "yellow")]
-    head = (f"changed since the baseline ({section.get('path')}, {run.get('started_at', '?')}, "
-            f"verdict {run.get('verdict', '?')}): ")
-    count = len(section.get("regressions", []))
+    if section.error:
+        return [(f"changed since the baseline: not compared: {section.error}", "yellow")]
+    run = section.run
+    head = (f"changed since the baseline ({section.path}, {run.started_at or '?'}, "
+            f"verdict {run.verdict or '?'}): ")
+    count = len(section.regressions)
     head += f"{count} regression(s)" if count else "no regression"
     out.append((head, "red" if count else "green"))
-    for cond in section.get("conditions", []):
-        effect = "figures not compared" if cond["effect"] == "untrusted" else "flagged"
-        out.append((f"  condition differs ({effect}): {cond['label']}: {_short(cond['before'])} → "
-                    f"{_short(cond['after'])}", "yellow"))
-    changes = sorted(section.get("changes", []), key=lambda c: ORDER.get(c["status"], 9))
+    for cond in section.conditions:
+        effect = "figures not compared" if cond.effect == "untrusted" else "flagged"
+        out.append((f"  condition differs ({effect}): {cond.label}: {_short(cond.before)} → "
+                    f"{_short(cond.after)}", "yellow"))
+    changes = sorted(section.changes, key=lambda c: ORDER.get(c.status, 9))
     colour = {"regression": "red", "untrusted": "yellow", "improvement": "green"}
     for change in changes[:MAX_LINES]:
-        out.append((f"  {MARK.get(change['status'], change['status']):<9} {change['detail'][:300]}",
-                    colour.get(change["status"], "")))
+        out.append((f"  {MARK.get(change.status, change.status):<9} {change.detail[:300]}",
+                    colour.get(change.status, "")))
     if len(changes) > MAX_LINES:
         out.append((f"  … and {len(changes) - MAX_LINES} more (see the results file)", ""))
-    answers = section.get("answers") or {}
-    if answers.get("compared"):
-        rate = answers.get("exact_match_rate")
-        out.append((f"  answers: {answers['identical']} of {answers['compared']} identical "
-                    f"({(rate or 0) * 100:.0f}% exact match; drift policy {answers.get('policy')})", ""))
-    if not changes and not section.get("conditions"):
+    answers = section.answers
+    if answers is not None and answers.compared:
+        rate = answers.exact_match_rate
+        out.append((f"  answers: {answers.identical} of {answers.compared} identical "
+                    f"({(rate or 0) * 100:.0f}% exact match; drift policy {answers.policy})", ""))
+    if not changes and not section.conditions:
         out.append(("  nothing changed beyond the tolerances", ""))
     return out
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pytest_inferaccept.compare.conditions import conditions_of
-from pytest_inferaccept.compare.extras import server_version
-from pytest_inferaccept.compare.figures import load_runs, unit_of
+from pytest_inferaccept.baseline.conditions import conditions_of
+from pytest_inferaccept.baseline.extras import server_version
+from pytest_inferaccept.baseline.figures import load_runs, unit_of
 from pytest_inferaccept.compare.side_findings import CAUSE_AREA, cause_cells, finding_rows
 from pytest_inferaccept.expectations import check_id
 from pytest_inferaccept.model import RunDocument

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_inferaccept.checks._base import CheckFailed
-from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.markers import (
     CAPABILITY_SIGNATURE,
     SLO_SIGNATURE,
     MarkerError,
     parse_capabilities,
     parse_slo,
+    slo_in_force,
 )
 from pytest_inferaccept.plugin import options as _options
 from pytest_inferaccept.plugin.fixtures import (  # noqa: F401 - registers the fixtures
@@ -222,6 +222,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if not item.stash.get(ACCEPTANCE_KEY, False):
         return
     session = item.config.stash[SESSION_KEY]
+    from pytest_inferaccept.evidence import Evidence
+
     item.stash[EVIDENCE_KEY] = Evidence(scrubber=session.scrubber)
     caps = item.stash[CAPABILITY_KEY]
     if not (caps.names or set(getattr(item, "fixturenames", ())) & SERVER_FIXTURES):
@@ -257,13 +259,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         return
     from pytest_inferaccept.loadgen import SloJudgement, judge
 
-    marker = item.stash.get(SLO_KEY, None)
-    slo = marker or item.config.stash[SESSION_KEY].settings.load.slo
     load = item.config.stash[SESSION_KEY].settings.load
+    in_force = slo_in_force(item.stash.get(SLO_KEY, None), load.slo)
     scenarios = item.stash.get(CAPACITY_KEY, [])
     _judge_capacity(item, scenarios)
-    verdict = judge(item.stash.get(LOAD_KEY, []), slo, from_marker=marker is not None and not scenarios,
-                    client_check=load.client_check)
+    verdict = judge(item.stash.get(LOAD_KEY, []), in_force.slo,
+                    from_marker=in_force.from_marker and not scenarios, client_check=load.client_check)
     for warning in verdict.warnings:
         item.stash[EVIDENCE_KEY].warn(warning)
     if verdict.status == "invalid":
@@ -313,21 +314,22 @@ def _attach_payload(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
             "file": item.path.name,
             "capabilities": list(item.stash[CAPABILITY_KEY].names),
             "slo": slo.to_json() if slo else None,
-            "evidence": evidence.to_json() if evidence else {},
+            # Defaults left out: the document keeps only what the test recorded.
+            "evidence": evidence.model_dump(mode="json", exclude_defaults=True) if evidence else {},
         }
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "model" in callspec.params:
             payload["model"] = str(callspec.params["model"])
         runs = item.stash.get(LOAD_KEY, [])
         if runs:
-            payload["load"] = [r.to_json() for r in runs]
+            payload["load"] = [r.entry().model_dump(mode="json", exclude_unset=True) for r in runs]
             if report.passed:
                 # Hundreds of answered load requests exercise chat as surely as one check does; a
                 # failed load test is about its SLO, not the capability, so it names none.
                 payload["capabilities"] = _with_load_capabilities(payload["capabilities"], runs)
         scenarios = item.stash.get(CAPACITY_KEY, [])
         if scenarios:
-            payload["capacity"] = [s.to_json() for s in scenarios]
+            payload["capacity"] = [s.model_dump(mode="json", exclude_unset=True) for s in scenarios]
         correctness = item.stash.get(CORRECTNESS_KEY, None)
         if correctness is not None:
             payload["correctness"] = correctness
@@ -465,14 +467,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = max(EXIT_CODES[verdict.status], own)
         return int(session.exitstatus)
 
-    compare = None
-    if state.settings.gate.baseline_path is not None:
-        from functools import partial
-
-        from pytest_inferaccept.compare.gate import compare_with_baseline
-
-        compare = partial(compare_with_baseline, gate=state.settings.gate)
-    finished = finish(state, exit_status, compare)
+    finished = finish(state, exit_status)
     config.stash[FINISHED_KEY] = finished
     records = state.settings.load.records_path
     if records is not None:

@@ -14,10 +14,11 @@ import pytest
 import pytest_asyncio
 
 from pytest_inferaccept.plugin.keys import ACCEPTANCE_KEY, EVIDENCE_KEY, SESSION_KEY
-from pytest_inferaccept.server import ServerUnderTest
 
 if TYPE_CHECKING:
     import openai
+
+    from pytest_inferaccept.server import ServerUnderTest
 
 
 @pytest_asyncio.fixture

@@ -7,19 +7,22 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_inferaccept.evidence import Evidence
+from pytest_inferaccept.markers import slo_in_force
 from pytest_inferaccept.plugin.keys import CAPACITY_KEY, EVIDENCE_KEY, LOAD_KEY, SESSION_KEY, SLO_KEY
-from pytest_inferaccept.server import ServerUnderTest
 from pytest_inferaccept.settings import Settings
 
 if TYPE_CHECKING:
     import httpx
     import openai
 
+    from pytest_inferaccept.evidence import Evidence
     from pytest_inferaccept.loadgen import LoadGen
+    from pytest_inferaccept.server import ServerUnderTest
 
 
 def _evidence(node: pytest.Item) -> Evidence:
+    from pytest_inferaccept.evidence import Evidence
+
     return node.stash.setdefault(EVIDENCE_KEY, Evidence())
 
 
@@ -80,7 +83,7 @@ def http_client(request: pytest.FixtureRequest,
 def embedding_http_client(request: pytest.FixtureRequest,
                           inferaccept_server: ServerUnderTest) -> Iterator[httpx.Client]:
     """An httpx client on the embedding endpoint's root (--embedding-url or the server)."""
-    with _client(request, inferaccept_server.embedding_url) as client:
+    with _client(request, inferaccept_server.embedding_url or inferaccept_server.base_url) as client:
         yield client
 
 
@@ -107,7 +110,7 @@ def loadgen(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest)
 
     session = request.config.stash[SESSION_KEY]
     node = request.node
-    marker = node.stash.get(SLO_KEY, None)
+    in_force = slo_in_force(node.stash.get(SLO_KEY, None), session.settings.load.slo)
     ledger = TestLedger(runs=node.stash.setdefault(LOAD_KEY, []),
                         scenarios=node.stash.setdefault(CAPACITY_KEY, []),
                         records=session.ledger.load_runs, history=session.ledger.capacity_results,
@@ -124,7 +127,7 @@ def loadgen(request: pytest.FixtureRequest, inferaccept_server: ServerUnderTest)
         return session.capabilities.probe("reasoning").status == "supported"
 
     return LoadGen(server=inferaccept_server, settings=session.settings,
-                   slo=marker or session.settings.load.slo, label=node.nodeid, ledger=ledger,
+                   slo=in_force.slo, label=node.nodeid, ledger=ledger,
                    launched_pid=launched, restart=restart, reasons=reasons)
 
 

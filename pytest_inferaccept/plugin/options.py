@@ -247,8 +247,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         if key == "capacity" and capacity_implied_by(config):
             return "true"
         if key == "slo":
-            entries = [*config.getini("inferaccept_slo"), *(config.getoption("inferaccept_slo") or [])]
-            return "\n".join(entries) if entries else None
+            return None  # its values travel as given, one by one: resolve(slo_values=...)
         if key == "regression_tolerance":
             entries = [*config.getini("inferaccept_regression_tolerance"),
                        *(config.getoption("inferaccept_regression_tolerance") or [])]
@@ -259,8 +258,10 @@ def settings_from_config(config: pytest.Config) -> Settings:
             value = ini if ini else None
         return None if value is None else str(value)
 
+    # Each --slo value as given, never joined: the ini's lines first, the command line's after (they win).
+    slo_values = (*config.getini("inferaccept_slo"), *(config.getoption("inferaccept_slo") or ()))
     try:
-        return resolve(lookup)
+        return resolve(lookup, slo_values=slo_values)
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
 

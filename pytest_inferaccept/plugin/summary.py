@@ -16,9 +16,9 @@ Line = tuple[str, dict[str, bool]]
 
 
 def lines(finished: FinishedRun) -> list[Line]:
-    """The summary as (text, markup) lines, read from the finished run's document."""
+    """The summary as (text, markup) lines, read from the finished run in the model."""
     out: list[Line] = []
-    run, document, verdict = finished.run, finished.document, finished.verdict
+    run, verdict = finished.run, finished.verdict
     server = run.server if run is not None else None
     if server is not None:
         out.append((f"server: {server.base_url}  model: {server.model}"
@@ -33,10 +33,10 @@ def lines(finished: FinishedRun) -> list[Line]:
             detail = row.probe.detail if row.probe else ""
             out.append((f"  {name:<22} {row.status:<14} {req:<9} {detail[:90]}", {}))
         out += per_model_lines(run) if run is not None else []
-    if document.get("baseline") is not None:
+    if run is not None and run.baseline is not None:
         from pytest_inferaccept.compare.render import section_lines
 
-        out += [(text, {tint: True} if tint else {}) for text, tint in section_lines(document["baseline"])]
+        out += [(text, {tint: True} if tint else {}) for text, tint in section_lines(run.baseline)]
     out += correctness_lines(run)
     if run is not None:
         from pytest_inferaccept.report.words import slo_by_test
@@ -70,7 +70,9 @@ def lines(finished: FinishedRun) -> list[Line]:
         out.append((f"  warning: {warning[:200]}{count}", {"yellow": True}))
     if len(seen) > MAX_REASONS:
         out.append((f"  … and {len(seen) - MAX_REASONS} more warnings", {"yellow": True}))
-    others = [*document.get("other_failures", ()),
+    # A run that did not validate (a defect, named) keeps its verdict; its other failures are in
+    # pytest's own summary and in the JSON file.
+    others = [*(run.other_failures if run is not None else ()),
               *([finished.invalid_because] if finished.invalid_because else [])]
     if others:
         # The verdict judges the acceptance checks only; these still fail the run (exit status).

@@ -10,20 +10,21 @@ every load test alone against the server. What a worker learnt that is not on a 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import shutil
 import tempfile
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_inferaccept.capabilities import ProbeResult
 from pytest_inferaccept.plugin.keys import ACCEPTANCE_KEY, SESSION_KEY
 from pytest_inferaccept.run.session import AcceptanceSession
-from pytest_inferaccept.server import ServerUnavailable, ServerUnderTest
+from pytest_inferaccept.server import ServerUnavailable
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.model import Cause
+    from pytest_inferaccept.model import Probe as ProbeResult
 
 KEY = "inferaccept"
 """Our entry in xdist's workerinput and workeroutput."""
@@ -62,7 +63,7 @@ class SharedProbes:
 
     def keep(self, result: ProbeResult) -> None:
         """Offer a probe the controller made (the auth probe at the start) to every worker."""
-        (self.directory / f"probe-{result.capability}.json").write_text(json.dumps(result.to_json()),
+        (self.directory / f"probe-{result.capability}.json").write_text(result.model_dump_json(),
                                                                           encoding="utf-8")
 
     def __call__(self, capability: str, run: Callable[[], ProbeResult]) -> ProbeResult:
@@ -70,7 +71,9 @@ class SharedProbes:
         done = self.directory / f"probe-{capability}.json"
         with _flock(self.directory / f"probe-{capability}.lock", exclusive=True):
             if done.exists():
-                return ProbeResult(**json.loads(done.read_text(encoding="utf-8")))
+                from pytest_inferaccept.model import Probe
+
+                return Probe.model_validate_json(done.read_text(encoding="utf-8"))
             result = run()
             if not result.transient:
                 self.keep(result)
@@ -124,7 +127,7 @@ class XdistPlugin:
         server = None if self.failure else self.state.servers.server()
         processes = self.state.servers.processes
         pid = processes[0].pid if server is not None and processes else None
-        node.workerinput[KEY] = {"server": server.to_json() if server else None,
+        node.workerinput[KEY] = {"server": server.model_dump(mode="json") if server else None,
                                  "failure": self.failure, "shared": str(self.shared), "pid": pid}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -139,9 +142,11 @@ class XdistPlugin:
         output = getattr(node, "workeroutput", {}).get(KEY)
         if not output or not self._controls():
             return
+        from pytest_inferaccept.model import Probe
+
         state = self.state
         for data in output["probes"]:
-            state.capabilities.probes.setdefault(data["capability"], ProbeResult(**data))
+            state.capabilities.probes.setdefault(data["capability"], Probe.model_validate(data))
         for test in output["deselected"]:
             if test not in state.ledger.deselected:
                 state.ledger.deselected.append(test)
@@ -151,11 +156,11 @@ class XdistPlugin:
         """Append a worker's causes and point its tests' `caused_by` at their new numbers."""
         if not causes:
             return
-        from pytest_inferaccept.outage import Cause
+        from pytest_inferaccept.model import Cause
 
         state = self.state
         offset = len(state.outages.causes)
-        state.outages.causes.extend(Cause(**data) for data in causes)
+        state.outages.causes.extend(Cause.model_validate(data) for data in causes)
         for test in state.ledger.outcomes:
             if self._ran_on(test) == worker:
                 state.ledger.shift_cause(test, offset)
@@ -191,7 +196,9 @@ class XdistPlugin:
         self.shared = Path(given["shared"])
         self.failure = given["failure"]
         state = self.state
-        server = ServerUnderTest.from_json(given["server"]) if given["server"] else None
+        from pytest_inferaccept.model import Server
+
+        server = Server.model_validate(given["server"]) if given["server"] else None
         state.servers.adopt(server, self.failure, pid=given.get("pid"))
         state.capabilities.share = SharedProbes(self.shared)
 
@@ -214,7 +221,7 @@ class XdistPlugin:
     def _report_back(self) -> None:
         state = self.state
         output: dict[str, Any] = {
-            "probes": [p.to_json() for p in state.capabilities.probes.values()],
+            "probes": [p.model_dump(mode="json") for p in state.capabilities.probes.values()],
             "deselected": list(state.ledger.deselected),
             "causes": [_cause_data(c) for c in state.outages.causes],
         }
@@ -227,8 +234,10 @@ class XdistPlugin:
         self.config.workeroutput[KEY] = output  # type: ignore[attr-defined]
 
 
-def _cause_data(cause: Any) -> dict[str, Any]:
+def _cause_data(cause: Cause) -> dict[str, Any]:
     """A cause as plain data that crosses to the controller and rebuilds the same Cause there."""
-    data = dataclasses.asdict(cause)
-    data["next_probe"] = 0.0  # a monotonic time means nothing in another process
+    # The summary is left to the controller (its consequences may grow there); `main` is never
+    # written to a document but must cross; a monotonic time means nothing in another process.
+    data = cause.model_dump(mode="json", exclude={"summary"})
+    data["main"] = cause.main
     return data

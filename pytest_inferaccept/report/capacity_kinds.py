@@ -16,9 +16,11 @@ from typing import Final, Literal
 Sentences = Literal["climb", "soak", "push", "refusal", "headline"]
 """How a kind is told in the answer: a climb's SLO level and knee, a soak's checks, a push's boundary,
 a refusal's headline and reasons, or the generic 'kind (check): headline'."""
-Facts = Literal["climb", "soak", "push", "refusal"]
-"""Which facts its section lists beside the step table: a climb's, a soak's checks and windows, or a
-boundary's (a push's shedding, a prompt length's refusal)."""
+Facts = Literal["climb", "soak", "push", "refusal", "recovery", "lengths", "interference", "prefix", "turns"]
+"""Which facts its section lists beside the step table, and how that table names its rows and which
+columns of its own it adds: a climb's, a soak's checks and windows, a boundary's (a push's shedding, a
+prompt length's refusal), a recovery's way back, latency by length bucket, short prompts alone and
+mixed with long ones, unique and shared prefixes, or TTFT per conversation turn."""
 Plot = Literal["climb", "soak"]
 """Its chart: throughput and latency against the level, or the soak over time."""
 
@@ -73,6 +75,14 @@ PROMPT_TOKENS: Final = Unit(
     step="{:g} tokens", one="{:g} prompt token", many="{:g} prompt tokens", heading="prompt",
     axis="prompt length (tokens)", against="prompt length", doubling=True, achieved=None,
     serves="Answers", users="prompt tokens", bare="{:g} tokens", steps="lengths")
+BUCKET: Final = Unit(
+    step="{:g} tokens", one="{:g} token", many="{:g} tokens", heading="length bucket",
+    axis="tokens asked (middle of the bucket's range)", against="length", doubling=True, achieved=None,
+    serves="Answers", users="tokens", bare="{:g} tokens", steps="buckets")
+TURN: Final = Unit(
+    step="turn {:g}", one="turn {:g}", many="turn {:g}", heading="turn", axis="turn of the conversation",
+    against="turn", doubling=False, achieved=None, serves="Answers", users="turns", bare="turn {:g}",
+    steps="turns")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +98,7 @@ class CapacityKind:
     facts: Facts | None = None
     plot: Plot | None = None
     slo_column: bool = True
-    """Whether its step table has an SLO column (a prompt-length push is not judged against an SLO)."""
+    """Whether its step table has an SLO column (a scenario not judged against an SLO has none)."""
 
 
 KINDS: Final[dict[str, CapacityKind]] = {
@@ -100,11 +110,15 @@ KINDS: Final[dict[str, CapacityKind]] = {
     "push": CapacityKind(title="Push to failure", order=3, sentences="push", facts="push"),
     "push_length": CapacityKind(title="Prompt length boundary", unit=PROMPT_TOKENS, order=4,
                                 sentences="refusal", facts="refusal", slo_column=False),
-    "recovery": CapacityKind(title="recovery"),
-    "length": CapacityKind(title="length"),
-    "interference": CapacityKind(title="interference"),
-    "prefix": CapacityKind(title="prefix"),
-    "multi_turn": CapacityKind(title="multi_turn"),
+    "recovery": CapacityKind(title="Failure recovery", order=5, facts="recovery", slo_column=False),
+    "length": CapacityKind(title="Latency by prompt and answer length", unit=BUCKET, order=6, facts="lengths",
+                           slo_column=False),
+    "interference": CapacityKind(title="Long prompts against short ones", order=7, facts="interference",
+                                 slo_column=False),
+    "prefix": CapacityKind(title="Shared prefix against unique prompts", order=8, facts="prefix",
+                           slo_column=False),
+    "multi_turn": CapacityKind(title="Multi-turn conversations", unit=TURN, order=9, facts="turns",
+                               slo_column=False),
 }
 """Every kind the capacity scenarios write (capacity/scenarios.py `Kind`)."""
 

@@ -1,4 +1,4 @@
-"""The Capacity section as data: one view per scenario (ladder, sweep, soak, push, prompt length).
+"""The Capacity section as data: one view per scenario, each kind with its facts and its step table.
 
 Every value here is text for the template to print (escaped there); the charts of the same
 scenarios are drawn by `charts.capacity_charts`, keyed by the scenario's anchor. Each kind's title,
@@ -15,7 +15,13 @@ from pytest_inferaccept.model import (
     CapacityScenario,
     CapacityStep,
     CheckResult,
+    DriftCheck,
+    InterferenceStep,
+    LengthNotRun,
+    LengthStep,
+    PrefixStep,
     RunDocument,
+    TurnStep,
 )
 from pytest_inferaccept.report import words
 from pytest_inferaccept.report.capacity_kinds import Facts, Unit, kind_of
@@ -29,7 +35,7 @@ CHECK_NAMES = {"ttft_drift": "TTFT drift", "e2e_drift": "end-to-end latency drif
 EXPLANATION_WORDS = {"queueing": "queueing", "saturated": "saturated", "kv_cache_full": "KV cache full",
                      "errors_begin": "errors begin", "client_bound": "client-bound",
                      "latency_drift": "latency drift", "memory_growing": "memory growing",
-                     "boundary": "boundary"}
+                     "boundary": "boundary", "interference": "interference", "prefix_cache": "prefix cache"}
 MEMORY_ROLES = ("memory_bytes", "launched_rss_bytes")
 """Telemetry roles holding the server's resident memory, the first present wins."""
 NO_VALUE = "—"
@@ -228,20 +234,166 @@ def _columns(unit: Unit) -> list[Column]:
     return columns
 
 
+@dataclass(frozen=True)
+class StepTable:
+    """How a kind's step table reads: what names each row, its own columns, the shared ones it leaves out."""
+
+    label: Callable[[CapacityStep, Unit], str]
+    columns: tuple[Column, ...] = ()
+    """Columns of the kind's own, before the shared ones."""
+    without: frozenset[str] = frozenset()
+    """Shared columns that say nothing for the kind."""
+
+
+def _level_label(step: CapacityStep, unit: Unit) -> str:
+    return unit.level(step.level)
+
+
+def _interference_label(step: CapacityStep, unit: Unit) -> str:
+    if not isinstance(step, InterferenceStep):
+        return unit.level(step.level)
+    mix = f" ({step.long_share:.0%} long)" if step.long_share else ""
+    return f"{step.step or 'step'}{mix}, {unit.level(step.level)}"
+
+
+def _prefix_label(step: CapacityStep, unit: Unit) -> str:
+    name = step.step if isinstance(step, PrefixStep) and step.step else "step"
+    return f"{name}, {unit.level(step.level)}"
+
+
+def _bucket_label(step: CapacityStep, unit: Unit) -> str:
+    if isinstance(step, (LengthStep, LengthNotRun)):
+        return f"{step.direction} {step.bucket}".strip()
+    return unit.level(step.level)
+
+
+def _short(value: float | None, censored: bool) -> Cell | None:
+    """A short prompt's TTFT, or what a figure that falls on failed requests means."""
+    if censored:
+        return Cell("above any limit", "falls on failed requests")
+    return _maybe(value, _latency)
+
+
+def _short_answered(step: CapacityStep) -> Cell | None:
+    if not isinstance(step, InterferenceStep):
+        return None
+    kinds = ", ".join(f"{k} ×{n}" for k, n in step.short_failure_kinds.items())
+    return Cell(f"{step.short_answered} of {step.short_measured}", kinds)
+
+
+def _long(step: CapacityStep) -> Cell | None:
+    if not isinstance(step, InterferenceStep) or not step.long_sent:
+        return None
+    tokens = f"{step.long_prompt_tokens_p50:.0f} prompt tokens (p50)" if step.long_prompt_tokens_p50 else ""
+    return Cell(f"{step.long_sent - step.long_failed} of {step.long_sent}", tokens)
+
+
+def _interference_columns() -> tuple[Column, ...]:
+    return (
+        ("short prompts answered", _short_answered),
+        ("short TTFT p50", lambda s: _short(s.short_ttft_p50, s.short_ttft_p50_censored)
+         if isinstance(s, InterferenceStep) else None),
+        ("short TTFT p95", lambda s: _short(s.short_ttft_p95, s.short_ttft_p95_censored)
+         if isinstance(s, InterferenceStep) else None),
+        ("long prompts answered", _long),
+        ("long TTFT p50", lambda s: _maybe(s.long_ttft_p50, _latency) if isinstance(s, InterferenceStep)
+         else None),
+    )
+
+
+def _prompt_tokens(step: CapacityStep) -> Cell | None:
+    if isinstance(step, PrefixStep):
+        counted = f"{step.prompt_tokens_p50:.0f} counted (p50)" if step.prompt_tokens_p50 is not None else ""
+        return None if step.prompt_tokens is None else Cell(f"{step.prompt_tokens}", counted)
+    if isinstance(step, TurnStep):
+        if step.prompt_tokens_p50 is not None:
+            return Cell(f"{step.prompt_tokens_p50:.0f}", "counted (p50)")
+        return None if step.prompt_tokens_asked is None else Cell(f"{step.prompt_tokens_asked}", "asked")
+    return None
+
+
+def _hit_rate(step: CapacityStep) -> Cell | None:
+    if not isinstance(step, PrefixStep) or step.prefix_cache is None:
+        return None
+    cache = step.prefix_cache
+    rate = fmt_value("error_rate", cache.hit_rate) if cache.hit_rate is not None else "not known"
+    return Cell(rate, cache.text)
+
+
+def _prefix_columns() -> tuple[Column, ...]:
+    return (
+        ("shared prefix (tokens)", lambda s: Cell(str(s.shared_prefix_tokens)) if isinstance(s, PrefixStep)
+         else None),
+        ("prompt tokens", _prompt_tokens),
+        ("answered", lambda s: Cell(str(s.succeeded)) if isinstance(s, PrefixStep) else None),
+        ("prefix-cache hit rate", _hit_rate),
+    )
+
+
+def _turn_columns() -> tuple[Column, ...]:
+    return (
+        ("sent", lambda s: Cell(str(s.sent)) if isinstance(s, TurnStep) else None),
+        ("answered", lambda s: Cell(str(s.succeeded)) if isinstance(s, TurnStep) else None),
+        ("prompt tokens", _prompt_tokens),
+        ("e2e p50", lambda s: _maybe(s.e2e_p50, _latency)),
+    )
+
+
+def _asked(step: CapacityStep) -> Cell | None:
+    if isinstance(step, LengthNotRun):
+        return Cell("not run", step.not_run)
+    if not isinstance(step, LengthStep) or not step.asked_tokens:
+        return None
+    return Cell("–".join(str(n) for n in step.asked_tokens))
+
+
+def _counted(step: CapacityStep) -> Cell | None:
+    if not isinstance(step, LengthStep):
+        return None
+    counted = step.prompt_tokens_p50 if step.direction == "input" else step.output_tokens_p50
+    if counted is None:
+        return Cell(NO_VALUE, "no usage reported")
+    realised = step.realised_bucket or ""
+    said = realised if step.confirmed is not False else f"{realised}, not the one asked"
+    return Cell(f"{counted:.0f}", said)
+
+
+def _length_columns() -> tuple[Column, ...]:
+    return (
+        ("tokens asked", _asked),
+        ("tokens counted (p50)", _counted),
+        ("answered", lambda s: Cell(str(s.succeeded)) if isinstance(s, LengthStep) else None),
+        ("itl p50", lambda s: _maybe(s.itl_p50, _latency)),
+    )
+
+
+TABLES: dict[Facts, StepTable] = {
+    "interference": StepTable(label=_interference_label, columns=_interference_columns()),
+    "prefix": StepTable(label=_prefix_label, columns=_prefix_columns()),
+    "turns": StepTable(label=_level_label, columns=_turn_columns(), without=frozenset({"requests"})),
+    "lengths": StepTable(label=_bucket_label, columns=_length_columns()),
+}
+"""The kinds whose steps table reads otherwise than by level with the shared columns alone."""
+SHARED = StepTable(label=_level_label)
+
+
 def level_table(scenario: CapacityScenario) -> LevelTable | None:
     """The scenario's steps as a table with the knee and the highest SLO-compliant level marked."""
     steps = scenario.steps
     if not steps:
         return None
     kind = kind_of(scenario.kind)
+    table = TABLES.get(kind.facts, SHARED) if kind.facts is not None else SHARED
     knee = scenario.findings.knee.level if scenario.findings.knee is not None else None
     best = scenario.findings.max_slo_level
-    columns = [(title, get) for title, get in _columns(kind.unit) if any(get(s) is not None for s in steps)]
+    shared = [(title, get) for title, get in _columns(kind.unit) if title not in table.without]
+    columns = [(title, get) for title, get in (*table.columns, *shared)
+               if any(get(s) is not None for s in steps)]
     has_slo = kind.slo_column and any(s.slo_status for s in steps)
     rows: list[LevelRow] = []
     notes: list[str] = []
     for step in steps:
-        level = kind.unit.level(step.level)
+        level = table.label(step, kind.unit)
         marks: list[tuple[str, str]] = []
         if knee is not None and step.level == knee:
             marks.append(("knee", "knee"))
@@ -305,9 +457,9 @@ def _soak_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario)
     if params.horizon_words is not None:
         facts.append(("projected over", params.horizon_words))
     memory = scenario.findings.checks.get("memory_growth")
-    projection = (memory.model_extra or {}).get("projection") if memory is not None else None
-    if isinstance(projection, dict) and isinstance(projection.get("limit_words"), str):
-        facts.append(("memory limit", projection["limit_words"]))
+    projection = memory.projection if isinstance(memory, DriftCheck) else None
+    if projection is not None and projection.limit_words:
+        facts.append(("memory limit", projection.limit_words))
     checks = tuple(CheckLine(name=CHECK_NAMES.get(name, name), status=status_words(check.status),
                              status_class=status_class(check.status)
                              if check.status != "not_measured" else "nodata", text=check.text)
@@ -376,8 +528,142 @@ def _no_boundary(scenario: CapacityScenario) -> Parts:
     return Parts(facts=(("boundary", f"none found{where}"),), verdict="did not break", verdict_class="pass")
 
 
+def _seconds(value: float | None, after: str) -> str:
+    return f"{value:.1f} s {after}" if value is not None else "not reached"
+
+
+def _recovery_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """When the server was killed, when it was back, what the outage cost, and how the clients failed."""
+    found, params = scenario.findings, scenario.params
+    facts: list[tuple[str, str]] = []
+    if params.concurrency is not None and params.duration_s is not None:
+        kill = f"; killed {params.kill_after_s:g} s into it" if params.kill_after_s is not None else ""
+        facts.append(("load", f"{params.duration_s:g} s at c={params.concurrency}{kill}"))
+    if found.killed_at_s is None:
+        facts.append(("kill", found.restart_error or "not done: the load ended first"))
+        return Parts(facts=tuple(facts))
+    facts += [("killed", _seconds(found.killed_at_s, "into the load")),
+              ("ready again", _seconds(found.ready_s, "after the kill")),
+              ("first good answer", _seconds(found.first_good_answer_s, "after the kill"))]
+    if found.outage_s is not None:
+        facts.append(("outage", f"{found.outage_s:.1f} s" + ("" if found.outage_ended else " (still going)")))
+    if found.requests_lost_during_outage is not None and found.request_rate_per_s is not None:
+        facts.append(("requests lost", f"about {found.requests_lost_during_outage:.1f} at the "
+                      f"{found.request_rate_per_s:.3g} requests/s this level served "
+                      f"({found.request_rate_basis})"))
+    if found.lost_in_flight is not None:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in (found.in_flight_error_classes or {}).items())
+        facts.append(("in flight at the kill", f"{found.lost_in_flight}" + (f" ({kinds})" if kinds else "")))
+    if found.requests_failed is not None and found.requests_measured is not None:
+        how = "clean errors" if found.clean_errors else f"{found.hung} hung past the request timeout"
+        facts.append(("failed requests", f"{found.requests_failed} of {found.requests_measured} ({how})"))
+    if found.restart_error:
+        facts.append(("restart", found.restart_error))
+    return Parts(facts=tuple(facts))
+
+
+def _by_bucket(values: dict[str, float | None] | None) -> str:
+    """'short 29.4 ms, medium 351 ms'."""
+    return ", ".join(f"{name} {_latency(v)}" for name, v in (values or {}).items())
+
+
+def _lengths_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """Latency per input and per output length bucket, beside the context window and what was not run."""
+    found = scenario.findings
+    window = found.context_window if found.context_window is not None else scenario.params.context_window
+    facts = [("context window", f"{window} tokens" if window else "not known (--context-window)")]
+    for label, values in (("TTFT p50 by input length", found.ttft_p50_by_input),
+                          ("TTFT p95 by input length", found.ttft_p95_by_input),
+                          ("e2e p95 by output length", found.e2e_p95_by_output),
+                          ("ITL p50 by output length", found.itl_p50_by_output)):
+        if values:
+            facts.append((label, _by_bucket(values)))
+    facts += [(f"{bucket}", why) for bucket, why in (found.not_run or {}).items()]
+    return Parts(facts=tuple(facts))
+
+
+def _ratio(value: float | None) -> str:
+    return f"×{value:.2f}" if value is not None else NO_VALUE
+
+
+def _interference_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """Short prompts' TTFT alone and with long ones mixed in, and their p95 ratio with its interval."""
+    found, params = scenario.findings, scenario.params
+    facts: list[tuple[str, str]] = []
+    if params.long_share is not None and params.long_tokens is not None:
+        facts.append(("mix", f"{params.long_share:.0%} long prompts of {params.long_tokens} tokens among "
+                      f"short ones of {params.short_tokens} at c={params.concurrency}"))
+
+    def seen(value: float | None, censored: bool | None) -> str:
+        return "above any limit (it falls on failed requests)" if censored else _latency(value)
+
+    alone = seen(found.short_ttft_p95_alone, found.short_ttft_p95_alone_censored)
+    mixed = seen(found.short_ttft_p95_mixed, found.short_ttft_p95_mixed_censored)
+    facts.append(("short TTFT p95", f"{alone} alone, {mixed} mixed"))
+    facts.append(("short TTFT p50", f"{_latency(found.short_ttft_p50_alone)} alone, "
+                  f"{_latency(found.short_ttft_p50_mixed)} mixed"))
+    ratio = "×∞ (falls on failed requests)" if found.ratio_p95_above_any_limit else _ratio(found.ratio_p95)
+    interval = found.ratio_p95_interval
+    if interval is not None and interval.low is not None:
+        high = f"×{interval.high:.2f}" if interval.high is not None else "no upper end"
+        ratio += f" ({interval.confidence or 0.95:.0%} interval ×{interval.low:.2f} to {high})"
+    facts.append(("p95 ratio, mixed / alone", ratio))
+    facts.append(("p50 ratio, mixed / alone", _ratio(found.ratio_p50)))
+    if params.threshold is not None:
+        limit = f"; the test allows ×{params.max_ratio:g}" if params.max_ratio is not None else ""
+        facts.append(("counts as interference above", f"×{params.threshold:g}{limit}"))
+    failed = [f"{n} {when}" for n, when in ((found.short_failed_alone, "alone"),
+                                             (found.short_failed_mixed, "mixed")) if n]
+    if failed:
+        facts.append(("short requests without a first token", ", ".join(failed)))
+    return Parts(facts=tuple(facts))
+
+
+def _prefix_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """TTFT with one shared prefix against unique prompts of the same length, beside the cache's counters."""
+    found, params = scenario.findings, scenario.params
+    facts: list[tuple[str, str]] = []
+    if params.prefix_tokens is not None:
+        facts.append(("prompts", f"a shared {params.prefix_tokens}-token prefix and {params.suffix_tokens} "
+                      "tokens of their own, against unique prompts of the same length, "
+                      f"at c={params.concurrency}"))
+    facts += [("TTFT p50", f"{_latency(found.ttft_p50_shared)} shared, {_latency(found.ttft_p50_unique)} "
+                           f"unique ({_ratio(found.ratio_p50)})"),
+              ("TTFT p95", f"{_latency(found.ttft_p95_shared)} shared, {_latency(found.ttft_p95_unique)} "
+                           f"unique ({_ratio(found.ratio_p95)})")]
+    if found.hit_rate_shared is not None or found.hit_rate_unique is not None:
+        facts.append(("prefix-cache hit rate", f"{fmt_value('error_rate', found.hit_rate_shared)} shared, "
+                      f"{fmt_value('error_rate', found.hit_rate_unique)} unique"))
+    elif found.counters:
+        facts.append(("prefix-cache counters", found.counters))
+    return Parts(facts=tuple(facts))
+
+
+def _turns_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """TTFT per turn as the history grows, its growth per 1000 prompt tokens, and the prefix cache."""
+    found, params = scenario.findings, scenario.params
+    facts: list[tuple[str, str]] = []
+    if params.conversations is not None and params.turns is not None:
+        capped = (f" (of {params.turns_asked} asked: the history must fit the context window)"
+                  if params.turns_asked is not None and params.turns_asked != params.turns else "")
+        facts.append(("conversations", f"{params.conversations} of {params.turns} turns{capped} at "
+                      f"c={params.concurrency}"))
+    if found.ttft_p50_by_turn:
+        facts.append(("TTFT p50 by turn", ", ".join(f"{turn}: {_latency(v)}"
+                                                   for turn, v in found.ttft_p50_by_turn.items())))
+    if found.growth_p50 is not None:
+        facts.append(("last turn against the first", _ratio(found.growth_p50)))
+    if found.ttft_s_per_1k_prompt_tokens is not None:
+        facts.append(("TTFT per 1000 prompt tokens", f"{found.ttft_s_per_1k_prompt_tokens * 1000:+.3g} ms"))
+    if found.prefix_cache is not None:
+        facts.append(("prefix cache", found.prefix_cache.text))
+    return Parts(facts=tuple(facts))
+
+
 PARTS: dict[Facts, Callable[[RunDocument, CheckResult, CapacityScenario], Parts]] = {
     "climb": _climb_parts, "soak": _soak_parts, "push": _push_parts, "refusal": _refusal_parts,
+    "recovery": _recovery_parts, "lengths": _lengths_parts, "interference": _interference_parts,
+    "prefix": _prefix_parts, "turns": _turns_parts,
 }
 """How the section lists each reading of report/capacity_kinds.py beside the step table."""
 

@@ -20,7 +20,6 @@ from pytest_inferaccept.report.units import status_class
 from pytest_inferaccept.report.words import short_name, slo_of
 
 X_KEYS: dict[str, str] = {"concurrency": "concurrency (requests in flight)", "rate": "request rate (req/s)"}
-THROUGHPUT_KEYS = ("throughput_tokens_per_s", "output_tokens_per_s", "throughput", "tokens_per_s")
 _LATENCY = re.compile(r"^(ttft|itl|tpot|e2e)_")
 Chart = tuple[str, str]
 KNEE_COLOUR = "#b26a00"
@@ -48,11 +47,9 @@ def _ask(run: LoadResult, key: str) -> int | float | None:
     return run.spec.concurrency if key == "concurrency" else run.spec.rate
 
 
-def _throughput(run: LoadResult, key: str) -> object:
-    """A run's throughput under one of THROUGHPUT_KEYS (a key the model does not type is read as given)."""
-    if key == "throughput_tokens_per_s":
-        return run.summary.throughput_tokens_per_s
-    return (run.summary.model_extra or {}).get(key)
+def _throughput(run: LoadResult) -> int | float | None:
+    """A run's output tokens per second (the summary's typed figure)."""
+    return run.summary.throughput_tokens_per_s
 
 
 def _x_axis(runs: list[LoadResult]) -> str | None:
@@ -113,12 +110,10 @@ def _latency_chart(test: CheckResult, runs: list[LoadResult], x_key: str) -> Cha
 
 
 def _throughput_chart(test: CheckResult, runs: list[LoadResult], x_key: str) -> Chart | None:
-    key = next((k for k in THROUGHPUT_KEYS if all(isinstance(_throughput(r, k), (int, float)) for r in runs)),
-               None)
-    if key is None:
+    if any(_throughput(r) is None for r in runs):
         return None
-    pairs = ((_ask(r, x_key), _throughput(r, key)) for r in runs)
-    points = sorted((float(x), float(y)) for x, y in pairs if x is not None and isinstance(y, (int, float)))
+    pairs = ((_ask(r, x_key), _throughput(r)) for r in runs)
+    points = sorted((float(x), float(y)) for x, y in pairs if x is not None and y is not None)
     fig = _mpl(".figure").Figure(figsize=(7.2, 3.0), dpi=100)
     ax = fig.add_subplot()
     ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color="#37474f")

@@ -168,17 +168,6 @@ COLUMNS: tuple[Column, ...] = (*RESULT_COLUMNS, *CONDITION_COLUMNS)
 """Known columns, in the order they print (units borrowed from the SLO key that shares them)."""
 
 
-def _flat_extras(runs: list[LoadResult]) -> list[Column]:
-    # A summary key the model does not know (a later release's) still shows its plain numbers.
-    keys = dict.fromkeys(k for run in runs for k, v in (run.summary.model_extra or {}).items()
-                         if isinstance(v, (int, float, str, bool)))
-    return [Column(key, _summary_key(key)) for key in keys]
-
-
-def _summary_key(key: str) -> Getter:
-    return lambda run: (run.summary.model_extra or {}).get(key)
-
-
 def load_note(runs: list[LoadResult]) -> str:
     """What a reader needs to read the table: why two TTFT figures, when both show."""
     return TTFT_ANY_NOTE if any(_ttft_any_apart(run) is not None for run in runs) else ""
@@ -188,7 +177,7 @@ Table = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
 """(column headings, rows): the first column names each run's load."""
 
 
-def _table(runs: list[LoadResult], columns: tuple[Column, ...] | list[Column], *, workload: bool) -> Table:
+def _table(runs: list[LoadResult], columns: tuple[Column, ...], *, workload: bool) -> Table:
     shown = [c for c in columns if any(c.get(run) is not None for run in runs)]
     headings = ("load", *(c.title for c in shown))
     rows = tuple((spec_label(run.spec, workload=workload), *(c.cell(run) for c in shown)) for run in runs)
@@ -197,7 +186,7 @@ def _table(runs: list[LoadResult], columns: tuple[Column, ...] | list[Column], *
 
 def load_table(runs: list[LoadResult]) -> Table:
     """(column headings, rows) for a test's load runs: every column in one table."""
-    return _table(runs, [*COLUMNS, *_flat_extras(runs)], workload=True)
+    return _table(runs, COLUMNS, workload=True)
 
 
 def shared_workload(runs: list[LoadResult]) -> str:
@@ -221,5 +210,4 @@ def load_tables(runs: list[LoadResult]) -> LoadTables:
     workload = shared_workload(runs)
     return LoadTables(workload=workload,
                       results=_table(runs, RESULT_COLUMNS, workload=not workload),
-                      conditions=_table(runs, [*CONDITION_COLUMNS, *_flat_extras(runs)],
-                                        workload=not workload))
+                      conditions=_table(runs, CONDITION_COLUMNS, workload=not workload))

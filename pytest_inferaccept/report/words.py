@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pytest_inferaccept.capabilities import CAPABILITIES
+from pytest_inferaccept.markers import SloInForce, slo_in_force
 from pytest_inferaccept.model import (
     CapacityScenario,
     CapacityStep,
@@ -461,13 +462,17 @@ def capacity_scenarios(doc: RunDocument) -> list[tuple[CheckResult, CapacityScen
     return [(test, scenario) for test in doc.tests for scenario in test.capacity]
 
 
-def slo_of(doc: RunDocument, test: CheckResult) -> dict[str, float]:
-    """The SLO a test's load was judged against: its marker's, else the session's --slo."""
-    if test.slo:
-        return dict(test.slo)
+def slo_in_force_for(doc: RunDocument, test: CheckResult) -> SloInForce[dict[str, float]]:
+    """The SLO that judged a test's load, by the judge's own rule (markers.slo_in_force)."""
     load = doc.conditions.settings.load
     session = load.slo if load is not None else None
-    return {str(k): float(v) for k, v in (session or {}).items()}
+    return slo_in_force(None if test.slo is None else dict(test.slo),
+                        None if session is None else {str(k): float(v) for k, v in session.items()})
+
+
+def slo_of(doc: RunDocument, test: CheckResult) -> dict[str, float]:
+    """The SLO a test's load was judged against: its marker's, else the session's --slo (empty: none)."""
+    return slo_in_force_for(doc, test).slo or {}
 
 
 def slo_by_test(doc: RunDocument) -> list[str]:
@@ -482,12 +487,14 @@ def slo_by_test(doc: RunDocument) -> list[str]:
     lines: dict[str, list[str]] = {}
     for test in doc.tests:
         name = short_name(test.nodeid)
-        if test.slo:
-            said = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in test.slo.items()) + " (its @slo marker)"
+        judged = slo_in_force_for(doc, test)
+        if judged.from_marker:
+            limits = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in (judged.slo or {}).items())
+            said = f"{limits} (its @slo marker)" if limits else "no limit (its @slo marker gives none)"
         elif not (test.load or test.capacity):
             continue
-        elif session:
-            said = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in session.items()) + f" (from {source})"
+        elif judged.slo:
+            said = ", ".join(f"{k} {fmt_limit(k, v)}" for k, v in judged.slo.items()) + f" (from {source})"
         else:
             said = "none given (measured, not judged)"
         lines.setdefault(said, []).append(name)
@@ -524,8 +531,6 @@ def step_figure(step: CapacityStep, key: str) -> float | None:
         return step.request_rate_per_s
     if key == "error_rate" or _PERCENTILE_KEY.match(key):
         value = getattr(step, key, None)
-        if value is None and step.model_extra:
-            value = step.model_extra.get(key)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     return None
 
@@ -606,7 +611,7 @@ def _soak_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScena
     for name, check in scenario.findings.checks.items():
         # The soak's own short answer where it gave one: the rate, the projection to the horizon,
         # the time to the limit ("at this rate the server reaches ... after about 9 h").
-        answer = (check.model_extra or {}).get("answer")
+        answer = check.answer
         if check.status == "pass":
             calm_words = answer if isinstance(answer, str) and answer else calm.get(name, f"{name} passed")
             if name == "errors" and check.error_rate:
@@ -627,7 +632,7 @@ def _soak_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScena
                 parts.append(first_line(check.text or f"{what.get(name, name)}: {check.status}", 200))
     if not parts:
         return [_sentence(scenario.headline or "the soak judged nothing")]
-    plan = (scenario.findings.model_extra or {}).get("soak_needed_text")
+    plan = scenario.findings.soak_needed_text
     if isinstance(plan, str) and plan:  # the soak was shorter than one that could find a leak in time
         parts.append(plan)
     return [f"{head}: {('; ' if bad or any(p.count(' ') > 6 for p in parts) else ', ').join(parts)}."]
@@ -666,7 +671,7 @@ def _refusal_sentences(doc: RunDocument, test: CheckResult, scenario: CapacitySc
 def _headline_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> list[str]:
     """Any other scenario: its kind, its check and its headline."""
     said = scenario.headline or scenario.status
-    return [_sentence(f"{scenario.kind} ({short_name(test.nodeid)}): {said}")]
+    return [_sentence(f"{kind_of(scenario.kind).title} ({short_name(test.nodeid)}): {said}")]
 
 
 CAPACITY_SENTENCES: dict[Sentences, Callable[[RunDocument, CheckResult, CapacityScenario], list[str]]] = {

@@ -10,9 +10,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_inferaccept import __version__
+from pytest_inferaccept._version import __version__
 from pytest_inferaccept.model import SCHEMA_ID as SCHEMA
-from pytest_inferaccept.model import Verdict
 from pytest_inferaccept.run.ledger import now as _now
 from pytest_inferaccept.run.session import AcceptanceSession
 from pytest_inferaccept.scrub import MASK, secret_key_name
@@ -41,21 +40,23 @@ def build_body(session: AcceptanceSession) -> dict[str, Any]:
             "declared": {key: (MASK if secret_key_name(key) else value)
                          for key, value in session.settings.conditions},
         },
-        "server": server.to_json() if server else None,
+        "server": server.model_dump(mode="json") if server else None,
         "problems": list(session.ledger.problems),
         "other_failures": list(session.ledger.other_failures),
         "exit_status": session.ledger.exit_status,
         "capabilities": session.capability_matrix(),
-        "causes": [cause.to_json() for cause in session.outages.causes],
+        "causes": [cause.model_dump(mode="json") for cause in session.outages.causes],
         "deselected": {"count": len(session.ledger.deselected),
                        "examples": session.ledger.deselected[:MAX_NAMED]},
         "tests": session.ledger.entries(),
     }
 
 
-def assemble(body: dict[str, Any], verdict: Verdict, baseline: dict[str, Any] | None) -> dict[str, Any]:
-    """The whole document: the body with the verdict after its schema id, the comparison last."""
-    return {"schema": body["schema"], "verdict": verdict.model_dump(mode="json"),
+def assemble(body: dict[str, Any], verdict: dict[str, Any],
+             baseline: dict[str, Any] | None) -> dict[str, Any]:
+    """The whole document, each part as written: the body with the verdict after its schema id, the
+    comparison last."""
+    return {"schema": body["schema"], "verdict": verdict,
             **{k: v for k, v in body.items() if k != "schema"}, "baseline": baseline}
 
 

@@ -39,10 +39,6 @@ class RunLedger:
         self.started_at = now()
         self.finished_at: str | None = None
         self.exit_status: int | None = None
-        self.baseline: dict[str, Any] | None = None
-        """The comparison with --inferaccept-baseline (the results' `baseline` section), once made."""
-        self.baseline_findings: tuple[list[str], list[str]] = ([], [])
-        """(regressions, warnings) the comparison adds to the verdict."""
         self.written: list[tuple[str, Path]] = []
         """(what, where) of each file the run wrote at the end: results, report."""
 

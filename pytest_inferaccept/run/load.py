@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_inferaccept.markers import SloSpec
 
 if TYPE_CHECKING:
+    from pytest_inferaccept import model
     from pytest_inferaccept.load import LoadRun
     from pytest_inferaccept.stats import LoadSummary, SloEvaluation
 
@@ -57,16 +58,22 @@ class LoadResult:
         """Output tokens per second over the measured window."""
         return self.summary.throughput_tokens_per_s
 
-    def to_json(self) -> dict[str, Any]:
-        """The test's `load` entry in the results document."""
-        return {
+    def entry(self) -> model.LoadResult:
+        """The test's `load` entry in the results document, in the run model."""
+        from pytest_inferaccept import model
+        from pytest_inferaccept.stats.slo import judgement_view
+        from pytest_inferaccept.stats.summary import document_view
+
+        # The engine's own parts (spec, selfcheck, server metrics) are plain JSON it wrote; the
+        # model reads them as they are.
+        return model.LoadResult.model_validate({
             "label": self.label,
             "spec": self.run.spec,
             "stopped_by": self.run.stopped_by,
-            "summary": self.summary.to_json(),
-            "slo": self.evaluation.to_json() if self.evaluation is not None else None,
+            "summary": document_view(self.summary),
+            "slo": None if self.evaluation is None else judgement_view(self.evaluation),
             "slo_limits": self.slo.to_json() if self.slo is not None else None,
             "selfcheck": {**self.run.selfcheck, "client_bound": list(self.client_bound),
                           "client_check": self.client_check},
             "server_metrics": self.run.server_metrics,
-        }
+        })

@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from pytest_inferaccept.outage import SLOW_PROBE_PAUSE, Cause, answers, connection_failure, origin
+from pytest_inferaccept.outage import SLOW_PROBE_PAUSE, answers, connection_failure, origin
 from pytest_inferaccept.scrub import Scrubber
 
 if TYPE_CHECKING:
-    from pytest_inferaccept.evidence import Exchange
+    from pytest_inferaccept.model import Cause, Exchange
     from pytest_inferaccept.run.servers import ServerManager
 
 
@@ -65,6 +65,8 @@ class OutageLedger:
         if seen is None:
             return None  # it still answers: the failure is the test's own finding
         assert self.servers.current is not None
+        from pytest_inferaccept.model import Cause
+
         cause = Cause(kind="stopped answering", server=origin(root), reason=self.scrubber.text(seen),
                       main=origin(root) == origin(self.servers.current.base_url), during=test,
                       last_request=self.scrubber.text(failure.describe()))
@@ -79,7 +81,7 @@ class OutageLedger:
         server = self.servers.current
         if server is None:
             return None
-        for root in (server.base_url, server.embedding_url):
+        for root in (server.base_url, server.embedding_url or server.base_url):
             if seen_origin is None or origin(root) == seen_origin:
                 return root
         return None
@@ -113,6 +115,8 @@ class OutageLedger:
         self.servers.check_alive()  # keeps the full death message, log tail included, in self.servers.death
         code = proc.returncode
         server = self.servers.current.base_url if self.servers.current else ""
+        from pytest_inferaccept.model import Cause
+
         cause = Cause(kind="exited", server=origin(server) if server else "",
                       reason=f"exit code {code}" if code >= 0 else f"killed by signal {-code}",
                       during=during, after=None if during else self.servers.last_test,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pytest_inferaccept.capabilities import ProbeResult
 from pytest_inferaccept.settings import Settings
 
 if TYPE_CHECKING:
+    from pytest_inferaccept.model import Probe as ProbeResult
     from pytest_inferaccept.run.servers import ServerManager
 
 

@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.launcher import LaunchError, ServerProcess, StopSignals, free_port
-from pytest_inferaccept.outage import Cause, origin
+from pytest_inferaccept.outage import origin
 from pytest_inferaccept.progress import Progress
 from pytest_inferaccept.scrub import Scrubber
-from pytest_inferaccept.server import ServerUnavailable, ServerUnderTest, list_models, version_info
+from pytest_inferaccept.server import ServerUnavailable, list_models, version_info
 from pytest_inferaccept.settings import Settings
 
 if TYPE_CHECKING:
     import httpx
+
+    from pytest_inferaccept.model import Cause, Server
 
 Log = Callable[[str], None]
 
@@ -42,7 +44,7 @@ class ServerManager:
         self.adopted_pid: int | None = None
         """The chat server's pid when another process of the run launched it (an xdist controller)."""
         self.signals = StopSignals()
-        self.current: ServerUnderTest | None = None
+        self.current: Server | None = None
         """The server once reached (None before, or when it could not be)."""
         self._failure: str | None = None
         self.problems = problems
@@ -58,7 +60,7 @@ class ServerManager:
         self.on_cause: Callable[[Cause], None] = lambda _: None
         """Where a failed restart is recorded as the cause of what fails after it."""
 
-    def server(self) -> ServerUnderTest:
+    def server(self) -> Server:
         """Start or reach the server once; raise ServerUnavailable (the same each time) if not."""
         if self.current is not None:
             return self.current
@@ -80,7 +82,7 @@ class ServerManager:
         self.on_ready()
         return self.current
 
-    def adopt(self, server: ServerUnderTest | None, failure: str | None = None,
+    def adopt(self, server: Server | None, failure: str | None = None,
               pid: int | None = None) -> None:
         """Use a server another process started or reached (an xdist worker gets the controller's)."""
         self.current = server
@@ -112,7 +114,7 @@ class ServerManager:
         self._log(f"inferaccept: {name} server ready at {base} after {ready:.1f}s")
         return base, proc, ready
 
-    def _connect(self) -> ServerUnderTest:
+    def _connect(self) -> Server:
         s = self.settings
         if not s.targets_server:
             raise ServerUnavailable(
@@ -180,11 +182,13 @@ class ServerManager:
                 listed = list_models(client, embedding_url)
                 embedding_model = listed[0] if listed else None
             info = version_info(client, base)
-        return ServerUnderTest(
+        from pytest_inferaccept.model import Server
+
+        return Server(
             base_url=base, model=model, embedding_url=embedding_url,
-            embedding_model=embedding_model, served_models=served, required=s.capabilities,
-            version_info=info,
-            log_paths=tuple(p.log_path for p in self.processes if p.log_path is not None),
+            embedding_model=embedding_model, served_models=list(served),
+            required_capabilities=list(s.capabilities), version_info=info,
+            log_paths=[str(p.log_path) for p in self.processes if p.log_path is not None],
             launched=launched, ready_seconds=ready,
         )
 
@@ -265,6 +269,8 @@ class ServerManager:
             out["error"] = self.scrubber.text(
                 f"the chat server was not ready again after a deliberate restart: {first}")
             self._log(f"inferaccept: {out['error']}")
+            from pytest_inferaccept.model import Cause
+
             self.on_cause(Cause(kind="exited", server=origin(base),
                                   reason="not ready again after the failure-recovery restart",
                                   during=self.last_test,

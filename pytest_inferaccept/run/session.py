@@ -23,6 +23,7 @@ from pytest_inferaccept.settings import Settings
 from pytest_inferaccept.verdict import decide
 
 if TYPE_CHECKING:
+    from pytest_inferaccept.baseline.gate import Findings
     from pytest_inferaccept.model import CheckResult, Verdict
 
 Log = Callable[[str], None]
@@ -88,7 +89,7 @@ class AcceptanceSession:
             if not tests and probe is None and not self.capabilities.is_required(name):
                 continue
             row: dict[str, Any] = {"required": self.capabilities.is_required(name), "status": status,
-                                   "probe": probe.to_json() if probe else None, "tests": tests}
+                                   "probe": probe.model_dump(mode="json") if probe else None, "tests": tests}
             if len(models) > 1:
                 row["models"] = {
                     model: self._capability_status(
@@ -127,8 +128,8 @@ class AcceptanceSession:
             status = probe.status if probe else "not exercised"
         return tests, status
 
-    def verdict(self) -> Verdict:
-        """The go/no-go decision for this run."""
+    def verdict(self, baseline: Findings | None = None) -> Verdict:
+        """The go/no-go decision for this run; `baseline`: what the comparison with the baseline found."""
         warnings = [
             f"optional capability {name} is broken (its tests were skipped): {probe.detail}"
             for name, probe in self.capabilities.probes.items()
@@ -138,7 +139,8 @@ class AcceptanceSession:
 
         warned, failures = key_findings(self.settings.api_key, self.capabilities.probes.get("auth"),
                                         required=self.capabilities.is_required("auth"))
-        regressions, changed = self.ledger.baseline_findings  # what got worse since the baseline is a NO-GO
+        # What got worse since the baseline is a NO-GO.
+        regressions, changed = (baseline.regressions, baseline.warnings) if baseline is not None else ([], [])
         return decide(list(self.ledger.outcomes.values()), self.ledger.problems,
                       extra_warnings=[*warnings, *warned, *changed],
                       causes=[cause.sentence() for cause in self.outages.causes],

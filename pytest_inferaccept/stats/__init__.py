@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_inferaccept import _lazy_names
+from pytest_inferaccept._lazy import lazy_names
 
 _EXPORTS: dict[str, str] = {
     "ClientLoad": "pytest_inferaccept.stats.selfcheck",
@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-__getattr__ = _lazy_names(__name__, _EXPORTS, globals())
+__getattr__ = lazy_names(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:

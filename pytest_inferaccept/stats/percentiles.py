@@ -13,6 +13,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_inferaccept import model
 
 PERCENTILE_LEVELS: dict[str, float] = {
     "p50": 0.50, "p75": 0.75, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999,
@@ -42,18 +46,19 @@ class Estimate:
         """True when the estimate is a failed request, counted as slower than any limit (infinite)."""
         return self.value == math.inf
 
-    def to_json(self) -> dict[str, float | int | bool | None]:
-        """Return a JSON-ready mapping; an infinite end (a failed request) is written as null.
 
-        A censored estimate (`value` infinite: the statistic falls on failed requests) carries
-        `"censored": true`, so a reader never takes its null value for "not measured".
-        """
-        out: dict[str, float | int | bool | None] = {
-            "value": _finite(self.value), "low": _finite(self.low), "high": _finite(self.high),
-            "n": self.n}
-        if self.censored:
-            out["censored"] = True
-        return out
+def estimate_view(est: Estimate | None) -> model.Estimate | None:
+    """An estimate as the results document writes it: an infinite end (a failed request) as null.
+
+    A censored estimate (`value` infinite: the statistic falls on failed requests) carries
+    `censored: true`, so a reader never takes its null value for "not measured".
+    """
+    if est is None:
+        return None
+    from pytest_inferaccept import model
+
+    ends = {"value": _finite(est.value), "low": _finite(est.low), "high": _finite(est.high), "n": est.n}
+    return model.Estimate.model_validate({**ends, "censored": True} if est.censored else ends)
 
 
 def _finite(x: float | None) -> float | None:

@@ -32,9 +32,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_inferaccept.stats.trend import trend
+
+if TYPE_CHECKING:
+    from pytest_inferaccept import model
 
 BUDGET_SHARE = 0.9
 """The share of the memory the server has that its growth may use: the rest is for the OS, the
@@ -106,9 +109,11 @@ class Horizon:
         extra = f" ({duration_words(seconds)}{rate})" if seconds is not None else ""
         return f"{count_words(self.requests or 0)} requests{extra}"
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {"seconds": self.seconds, "requests": self.requests}
+def horizon_view(horizon: Horizon) -> model.Horizon:
+    """What the results document writes of a horizon, in the run model's type."""
+    from pytest_inferaccept import model
+
+    return model.Horizon(seconds=horizon.seconds, requests=horizon.requests)
 
 
 def parse_horizon(raw: str) -> Horizon:
@@ -175,11 +180,13 @@ class Slope:
         """The fitted level at the last point."""
         return self.start + self.per_s * self.span_s
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {"per_s": self.per_s, "low": self.low, "high": self.high, "floor": self.floor,
-                "error": self.error, "start": self.start, "end": self.end, "span_s": self.span_s,
-                "n": self.n, "p_value": self.p_value, "confidence": self.confidence, "alpha": self.alpha}
+def slope_view(slope: Slope) -> model.SoakSlope:
+    """What the results document writes of a slope, in the run model's type."""
+    from pytest_inferaccept import model
+
+    return model.SoakSlope(per_s=slope.per_s, low=slope.low, high=slope.high, floor=slope.floor,
+                           error=slope.error, start=slope.start, end=slope.end, span_s=slope.span_s,
+                           n=slope.n, p_value=slope.p_value, confidence=slope.confidence, alpha=slope.alpha)
 
 
 def slope_of(points: Sequence[tuple[float, float]], *, window_s: float | None = None, alpha: float = 0.01,
@@ -218,16 +225,21 @@ class Shape:
     middle: Slope | None = None
     """The slope over its middle third (its noise, with the last third's, plans the next soak)."""
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {"kind": self.kind, "early": self.first.to_json() if self.first else None,
-                "early_span_s": list(self.first_span) if self.first_span else None,
-                "middle_third": self.middle.to_json() if self.middle else None,
-                "last_third": self.last.to_json() if self.last else None}
-
     def steady(self) -> Shape:
         """The same slopes, judged steady (what looked like slowing was not: see soak_judge)."""
         return replace(self, kind="steady")
+
+
+def shape_view(shape: Shape) -> model.GrowthShape:
+    """What the results document writes of a growth's shape, in the run model's type."""
+    from pytest_inferaccept import model
+
+    def slope(x: Slope | None) -> model.SoakSlope | None:
+        return None if x is None else slope_view(x)
+
+    return model.GrowthShape(kind=shape.kind, early=slope(shape.first),
+                             early_span_s=list(shape.first_span) if shape.first_span else None,
+                             middle_third=slope(shape.middle), last_third=slope(shape.last))
 
 
 def shape_of(points: Sequence[tuple[float, float]], *, alpha: float = 0.01) -> Shape:
@@ -297,24 +309,23 @@ class Projection:
             return 0.0 if rate > 0 else None
         return room / rate if rate > 0 else None
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping: growth over the horizon and time to the limit, each with its interval."""
-        s = self.slope
-        return {
-            "horizon_s": self.horizon_s,
-            "level": self.level,
-            "limit": self.limit,
-            "headroom": self.headroom,
-            "growth": self.growth(s.per_s),
-            "growth_low": self.growth(s.low),
-            "growth_high": self.growth(s.high),
-            "growth_floor": self.growth(s.floor),
-            "time_to_limit_s": self.time_to_limit(s.per_s),
-            # a faster rate reaches the limit sooner: the interval of the time runs the other way
-            "time_to_limit_low_s": self.time_to_limit(s.high),
-            "time_to_limit_high_s": self.time_to_limit(s.low),
-            "crosses": self.crosses,
-        }
+def projection_view(projection: Projection, limit_words: str | None = None) -> model.DriftProjection:
+    """What the results document writes of a projection: growth over the horizon and time to the limit,
+    each with its interval (and the limit in words, where the reader gives them)."""
+    from pytest_inferaccept import model
+
+    p, s = projection, projection.slope
+    data: dict[str, Any] = {
+        "horizon_s": p.horizon_s, "level": p.level, "limit": p.limit, "headroom": p.headroom,
+        "growth": p.growth(s.per_s), "growth_low": p.growth(s.low), "growth_high": p.growth(s.high),
+        "growth_floor": p.growth(s.floor), "time_to_limit_s": p.time_to_limit(s.per_s),
+        # a faster rate reaches the limit sooner: the interval of the time runs the other way
+        "time_to_limit_low_s": p.time_to_limit(s.high), "time_to_limit_high_s": p.time_to_limit(s.low)}
+    if p.crosses is not None:  # without a limit nothing can be crossed: the key is left out
+        data["crosses"] = p.crosses
+    if limit_words is not None:
+        data["limit_words"] = limit_words
+    return model.DriftProjection.model_validate(data)
 
 
 def soak_needed(slope: Slope, *, headroom: float, horizon_s: float, duration_s: float) -> float | None:

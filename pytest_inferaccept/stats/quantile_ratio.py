@@ -35,9 +35,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_inferaccept.stats.percentiles import binom_sf, quantile
+
+if TYPE_CHECKING:
+    from pytest_inferaccept import model
 
 NEGLIGIBLE = 1e-12
 """Bootstrap probabilities below this are dropped (they cannot move an interval's end)."""
@@ -79,26 +82,22 @@ class QuantileRatio:
             return "pass"
         return "not_enough_data"
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping; an infinite figure is written as null beside a flag saying so."""
-        out: dict[str, Any] = {
-            "value": _finite(self.value),
-            "low": _finite(self.low),
-            "high": _finite(self.high),
-            "p": self.p,
-            "confidence": self.confidence,
-            "n_numerator": self.n_numerator,
-            "n_denominator": self.n_denominator,
-            "censored_numerator": self.censored_numerator,
-            "censored_denominator": self.censored_denominator,
-            "method": "exact percentile bootstrap of each quantile (independent samples); failed "
-                      "requests counted as slower than any limit",
-        }
-        if self.value == math.inf:
-            out["value_above_any_limit"] = True
-        if self.low == math.inf:
-            out["low_above_any_limit"] = True
-        return out
+def ratio_view(ratio: QuantileRatio) -> model.RatioInterval:
+    """What the results document writes of a ratio: an infinite figure as null beside a flag saying so."""
+    from pytest_inferaccept import model
+
+    data: dict[str, Any] = {
+        "value": _finite(ratio.value), "low": _finite(ratio.low), "high": _finite(ratio.high), "p": ratio.p,
+        "confidence": ratio.confidence, "n_numerator": ratio.n_numerator,
+        "n_denominator": ratio.n_denominator,
+        "censored_numerator": ratio.censored_numerator, "censored_denominator": ratio.censored_denominator,
+        "method": "exact percentile bootstrap of each quantile (independent samples); failed requests "
+                  "counted as slower than any limit"}
+    if ratio.value == math.inf:
+        data["value_above_any_limit"] = True
+    if ratio.low == math.inf:
+        data["low_above_any_limit"] = True
+    return model.RatioInterval.model_validate(data)
 
 
 def _finite(x: float | None) -> float | None:

@@ -45,11 +45,6 @@ class Lag:
             return None
         return cls(p50=float(data["p50"]), p99=float(data["p99"]), max=float(data["max"]))
 
-    def to_json(self) -> dict[str, float]:
-        """Return a JSON-ready mapping."""
-        return {"p50": self.p50, "p99": self.p99, "max": self.max}
-
-
 @dataclass(frozen=True, kw_only=True)
 class ClientLoad:
     """What one worker (or all workers together) was asked to do and did; None: not measured.
@@ -95,24 +90,6 @@ class ClientLoad:
                    cpu_s=num("cpu_s"), wall_s=num("wall_s"), cpu_utilisation=num("cpu_utilisation"),
                    node=data.get("node"), died=data.get("died"))
 
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping (node and died only when set)."""
-        out: dict[str, Any] = {
-            "worker": self.worker,
-            "asked_concurrency": self.asked_concurrency,
-            "achieved_concurrency": self.achieved_concurrency,
-            "asked_rate": self.asked_rate,
-            "achieved_rate": self.achieved_rate,
-            "schedule_lag_s": None if self.schedule_lag_s is None else self.schedule_lag_s.to_json(),
-            "loop_lag_s": None if self.loop_lag_s is None else self.loop_lag_s.to_json(),
-            "cpu_s": self.cpu_s,
-            "wall_s": self.wall_s,
-            "cpu_utilisation": self.cpu_utilisation,
-        }
-        out.update({k: v for k, v in (("node", self.node), ("died", self.died)) if v is not None})
-        return out
-
-
 @dataclass(frozen=True, kw_only=True)
 class SelfCheck:
     """The load engine's account of itself for one run: the total and each worker."""
@@ -130,10 +107,6 @@ class SelfCheck:
         return cls(mode=mode, total=ClientLoad.from_json(data.get("total") or {}),
                    workers=tuple(ClientLoad.from_json(w) for w in data.get("workers") or ()))
 
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {"mode": self.mode, "total": self.total.to_json(),
-                "workers": [w.to_json() for w in self.workers]}
 
 
 def _ms(seconds: float) -> str:

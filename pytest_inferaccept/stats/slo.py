@@ -10,7 +10,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytest_inferaccept.stats.clustered import clustered_min_answers, clustered_quantile_estimate
 from pytest_inferaccept.stats.percentiles import (
@@ -30,6 +30,7 @@ from pytest_inferaccept.stats.plan import requests_to_pass as requests_to_pass
 from pytest_inferaccept.stats.summary import censored_answer_mean, censored_mean, meets, per_request_limits
 
 if TYPE_CHECKING:
+    from pytest_inferaccept import model
     from pytest_inferaccept.markers import LatencyLimit, SloSpec
     from pytest_inferaccept.stats.summary import LoadSummary
 
@@ -69,15 +70,6 @@ class SloRow:
     early_stopping: str = ""
     """Tail percentiles (p90 and up): the same sample under MLPerf's early-stopping rule."""
 
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {"key": self.key, "limit": self.limit, "measured": self.measured, "ci_low": self.ci_low,
-                "ci_high": self.ci_high, "n": self.n, "margin": self.margin, "status": self.status,
-                "basis": self.basis, "method": self.method, "needed_n": self.needed_n,
-                "min_n": self.min_n, "message": self.message, "by_failures": self.by_failures,
-                "early_stopping": self.early_stopping}
-
-
 def overall(statuses: Sequence[Status]) -> Status:
     """fail if anything failed, else not_enough_data if anything lacked data, else pass."""
     if "fail" in statuses:
@@ -98,10 +90,17 @@ class SloEvaluation:
         """The messages of the rows with this status."""
         return [row.message for row in self.rows if row.status == status]
 
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {"status": self.status, "confidence": self.confidence,
-                "point_estimate": self.point_estimate, "rows": [row.to_json() for row in self.rows]}
+def judgement_view(evaluation: SloEvaluation) -> model.SloJudgement:
+    """What the results document writes of an evaluation: its status and every row, in the run model."""
+    from pytest_inferaccept import model
+
+    return model.SloJudgement(
+        status=evaluation.status, confidence=evaluation.confidence, point_estimate=evaluation.point_estimate,
+        rows=[model.SloRow(key=r.key, limit=r.limit, measured=r.measured, ci_low=r.ci_low, ci_high=r.ci_high,
+                           n=r.n, margin=r.margin, status=r.status, basis=r.basis, method=r.method,
+                           needed_n=r.needed_n, min_n=r.min_n, message=r.message, by_failures=r.by_failures,
+                           early_stopping=r.early_stopping)
+              for r in evaluation.rows])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,10 +118,6 @@ class RunsEvaluation:
         many = len(self.runs) > 1
         return [f"run {i} of {len(self.runs)}: {m}" if many else m
                 for i, run in enumerate(self.runs, 1) for m in run.messages(status)]
-
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {"status": self.status, "runs": [run.to_json() for run in self.runs]}
 
 
 # ---------------------------------------------------------------------------------- formatting

@@ -6,7 +6,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytest_inferaccept.stats.clustered import (
     clustered_mean_estimate,
@@ -16,12 +16,14 @@ from pytest_inferaccept.stats.clustered import (
 from pytest_inferaccept.stats.percentiles import (
     PERCENTILE_LEVELS,
     Estimate,
+    estimate_view,
     proportion_estimate,
     quantile,
     quantile_estimate,
 )
 
 if TYPE_CHECKING:
+    from pytest_inferaccept import model
     from pytest_inferaccept.load.records import RequestRecord
     from pytest_inferaccept.markers import SloSpec
 
@@ -66,15 +68,6 @@ class MetricSummary:
             return self.max
         return self.percentiles.get(name)
 
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping: unit, n, then mean, p50 … p999, max."""
-        out: dict[str, Any] = {"unit": "s", "n": self.n, "censored": self.censored}
-        for name in ("mean", *PERCENTILE_LEVELS, "max"):
-            est = self.stat(name)
-            out[name] = None if est is None else est.to_json()
-        return out
-
-
 @dataclass(frozen=True, kw_only=True)
 class Counts:
     """How many requests were sent, measured, succeeded and failed (by error class)."""
@@ -94,13 +87,6 @@ class Counts:
     client_errors: int = 0
     """Requests the client itself failed (a fault in its own code): not measured, never counted
     against the server, and they make the run INVALID."""
-
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {"sent": self.sent, "warmup": self.warmup, "measured": self.measured, "ok": self.ok,
-                "failed": self.failed, "errors": dict(self.errors), "no_content": self.no_content,
-                "client_errors": self.client_errors}
-
 
 @dataclass(frozen=True, kw_only=True)
 class Spread:
@@ -122,12 +108,6 @@ class Spread:
         return cls(n=len(data), mean=math.fsum(data) / len(data), p50=quantile(data, 0.5),
                    p90=quantile(data, 0.9), p99=quantile(data, 0.99), max=data[-1])
 
-    def to_json(self) -> dict[str, float | int]:
-        """Return a JSON-ready mapping."""
-        return {"n": self.n, "mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99,
-                "max": self.max}
-
-
 @dataclass(frozen=True, kw_only=True)
 class UsageSummary:
     """Where output token counts came from, and how far the server's count and the client's agree."""
@@ -147,14 +127,6 @@ class UsageSummary:
     the reasoning tokens the server reported but never streamed) or `content_events`."""
     hidden_reasoning: int = 0
     """Successful requests whose usage reported reasoning tokens the stream never carried."""
-
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {"with_usage": self.with_usage, "without_usage": self.without_usage,
-                "source": self.source, "note": self.note, "mismatched": self.mismatched,
-                "mean_ratio": self.mean_ratio, "tpot_basis": dict(self.tpot_basis),
-                "hidden_reasoning": self.hidden_reasoning}
-
 
 @dataclass(frozen=True, slots=True)
 class RequestLatency:
@@ -182,13 +154,6 @@ class Goodput:
     source: Literal["goodput_keys", "latency_limits"] = "latency_limits"
     """Where the limits came from: vLLM-style goodput_*_ms keys, or the SLO's latency limits."""
 
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {"good": self.good, "measured": self.measured,
-                "fraction": None if self.fraction is None else self.fraction.to_json(),
-                "per_s": self.per_s, "limits": dict(self.limits), "source": self.source}
-
-
 @dataclass(frozen=True, kw_only=True)
 class Samples:
     """Raw material kept for SLO evaluation at any confidence; not part of the JSON."""
@@ -207,7 +172,7 @@ class Samples:
 
 @dataclass(frozen=True, kw_only=True)
 class LoadSummary:
-    """Everything the statistics say about one load run; `to_json()` is the report's view."""
+    """Everything the statistics say about one load run; `document_view` is what the results write."""
 
     confidence: float
     window: tuple[float, float]
@@ -241,32 +206,49 @@ class LoadSummary:
             return None
         return self.measured_window[1] - self.measured_window[0]
 
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping (shape in docs/statistics.md)."""
-        mw = self.measured_window
 
-        def opt(value: Any) -> Any:
-            return None if value is None else value.to_json()
+def document_view(summary: LoadSummary) -> model.LoadSummary:
+    """What the results document writes of a summary (docs/statistics.md), in the run model's types.
 
-        return {
-            "confidence": self.confidence,
-            "window": {"start": self.window[0], "end": self.window[1]},
-            "measured_window": None if mw is None else {"start": mw[0], "end": mw[1],
-                                                        "duration_s": self.duration_s},
-            "counts": self.counts.to_json(),
-            "error_rate": opt(self.error_rate),
-            "metrics": {name: m.to_json() for name, m in self.metrics.items()},
-            "metrics_successful": {name: m.to_json() for name, m in self.metrics_successful.items()},
-            "output_tokens": self.output_tokens,
-            "throughput_tokens_per_s": self.throughput_tokens_per_s,
-            "request_rate_per_s": self.request_rate_per_s,
-            "goodput": opt(self.goodput),
-            "usage": self.usage.to_json(),
-            "coalesced_fraction": self.coalesced_fraction,
-            "prompt_tokens": opt(self.prompt_tokens),
-            "output_tokens_per_request": opt(self.output_tokens_per_request),
-            "schedule_lag_s": opt(self.schedule_lag),
-        }
+    Every key is set, None where not measured, so a reader tells "not measured" from "absent";
+    an infinite end of an interval (a failed request) is written as null, with `censored`.
+    """
+    from pytest_inferaccept import model
+
+    def latency(m: MetricSummary) -> model.LatencySummary:
+        stats = {name: estimate_view(m.stat(name)) for name in ("mean", *PERCENTILE_LEVELS, "max")}
+        return model.LatencySummary.model_validate({"unit": "s", "n": m.n, "censored": m.censored, **stats})
+
+    def spread(x: Spread | None) -> model.Spread | None:
+        return None if x is None else model.Spread(n=x.n, mean=x.mean, p50=x.p50, p90=x.p90, p99=x.p99,
+                                                   max=x.max)
+
+    c, u, g, mw = summary.counts, summary.usage, summary.goodput, summary.measured_window
+    return model.LoadSummary(
+        confidence=summary.confidence,
+        window=model.TimeWindow(start=summary.window[0], end=summary.window[1]),
+        measured_window=None if mw is None else model.TimeWindow(start=mw[0], end=mw[1],
+                                                                 duration_s=summary.duration_s),
+        counts=model.RequestCounts(sent=c.sent, warmup=c.warmup, measured=c.measured, ok=c.ok,
+                                   failed=c.failed, errors=dict(c.errors), no_content=c.no_content,
+                                   client_errors=c.client_errors),
+        error_rate=estimate_view(summary.error_rate),
+        metrics={name: latency(m) for name, m in summary.metrics.items()},
+        metrics_successful={name: latency(m) for name, m in summary.metrics_successful.items()},
+        output_tokens=summary.output_tokens,
+        throughput_tokens_per_s=summary.throughput_tokens_per_s,
+        request_rate_per_s=summary.request_rate_per_s,
+        goodput=None if g is None else model.Goodput(good=g.good, measured=g.measured,
+                                                     fraction=estimate_view(g.fraction), per_s=g.per_s,
+                                                     limits=dict(g.limits), source=g.source),
+        usage=model.TokenUsage(with_usage=u.with_usage, without_usage=u.without_usage, source=u.source,
+                               note=u.note, mismatched=u.mismatched, mean_ratio=u.mean_ratio,
+                               tpot_basis=dict(u.tpot_basis), hidden_reasoning=u.hidden_reasoning),
+        coalesced_fraction=summary.coalesced_fraction,
+        prompt_tokens=spread(summary.prompt_tokens),
+        output_tokens_per_request=spread(summary.output_tokens_per_request),
+        schedule_lag_s=spread(summary.schedule_lag),
+    )
 
 
 def censored_mean(data: Sequence[float], confidence: float = 0.95) -> Estimate:

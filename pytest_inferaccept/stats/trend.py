@@ -49,7 +49,10 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import pairwise
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_inferaccept import model
 
 MIN_POINTS = 8
 """Fewer windows than this and the trend test is not trusted."""
@@ -120,23 +123,14 @@ class Trend:
         size = self.relative_change if rising_only else abs(self.relative_change)
         return self.p_value < alpha and size > tolerance
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {
-            "n": self.n,
-            "slope_per_s": self.slope_per_s,
-            "p_value": self.p_value,
-            "start": self.start,
-            "span_s": self.span_s,
-            "change": self.change,
-            "relative_change": self.relative_change,
-            "slope_low": self.slope_low,
-            "slope_high": self.slope_high,
-            "confidence": self.confidence,
-            "lag1": self.lag1,
-            "assumed_correlation": self.correlation,
-            "method": METHOD,
-        }
+def trend_view(fitted: Trend) -> model.Trend:
+    """What the results document writes of a trend, in the run model's type."""
+    from pytest_inferaccept import model
+
+    return model.Trend(n=fitted.n, slope_per_s=fitted.slope_per_s, p_value=fitted.p_value, start=fitted.start,
+                       span_s=fitted.span_s, change=fitted.change, relative_change=fitted.relative_change,
+                       slope_low=fitted.slope_low, slope_high=fitted.slope_high, confidence=fitted.confidence,
+                       lag1=fitted.lag1, assumed_correlation=fitted.correlation, method=METHOD)
 
 
 def windows(points: Sequence[tuple[float, float]], width_s: float, *, level: float = 0.5,

@@ -23,10 +23,11 @@ def test_concurrency_ladder(loadgen: LoadGen, inferaccept_evidence: Evidence) ->
 
 def test_rate_sweep(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
     loadgen.require_capacity()
-    rates, why = loadgen.rates_around_knee()
-    result = loadgen.sweep(rates)
-    result.notes.insert(0, f"rates: {why}")
-    inferaccept_evidence.note(f"rates {', '.join(f'{r:g}' for r in rates)} req/s ({why}): {result.headline}")
+    plan = loadgen.rates_around_knee()  # the rates, why these, and the ladder knee they were built on
+    result = loadgen.sweep(plan)
+    result.notes.insert(0, f"rates: {plan.why}")
+    inferaccept_evidence.note(f"rates {', '.join(f'{r:g}' for r in plan.rates)} req/s ({plan.why}): "
+                              f"{result.headline}")
 
 
 def test_soak(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
@@ -34,8 +35,7 @@ def test_soak(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
     duration = loadgen.settings.capacity.soak_duration
     if not duration:
         pytest.skip("the soak runs with --soak-duration SECONDS")
-    concurrency, basis = loadgen.soak_level()
-    result = loadgen.soak(concurrency=concurrency, duration=duration, basis=basis)
+    result = loadgen.soak(duration=duration, plan=loadgen.soak_level())
     inferaccept_evidence.note(result.headline)
 
 

@@ -2,7 +2,7 @@
 
 Accuracy with its exact interval is always recorded; --correctness-min judges it against a floor
 (pass, fail, or not enough data); with --inferaccept-baseline each item is compared with its own
-baseline answer by the paired gate (`compare.correctness`), when the run ends.
+baseline answer by the paired gate (`baseline.correctness`), when the run ends.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def test_request_is_answered_by_the_status_policy_and_the_server_survives(
     client, base_url = harness.chat_client, harness.server.base_url
     if case.endpoint == "embeddings":
         client = request.getfixturevalue("embedding_http_client")
-        base_url = harness.server.embedding_url
+        base_url = harness.server.embedding_url or harness.server.base_url
     spec = build(case, _params(request, harness, case))
     answer = harness.send(spec, client)
     judgement = classify(case, answer.status, answer.body, answer.elapsed, policy=harness.config.policy,

@@ -8,28 +8,11 @@ on every run, and per-run load differences are judged where they matter (each lo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_inferaccept.model import LoadSettings, RunBody
+from pytest_inferaccept.model import ConditionDifference, LoadSettings, RunBody
 
 Effect = Literal["untrusted", "flagged"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Difference:
-    """One condition with different values in the two runs."""
-
-    key: str
-    label: str
-    before: Any
-    after: Any
-    effect: Effect
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"key": self.key, "label": self.label, "before": self.before, "after": self.after,
-                "effect": self.effect}
 
 
 def conditions_of(doc: RunBody) -> dict[str, tuple[str, Any, Effect]]:
@@ -54,7 +37,7 @@ def conditions_of(doc: RunBody) -> dict[str, tuple[str, Any, Effect]]:
     return out
 
 
-def differences(old: RunBody, new: RunBody) -> list[Difference]:
+def differences(old: RunBody, new: RunBody) -> list[ConditionDifference]:
     """Every condition whose value differs (a declared condition present in one run only included)."""
     before, after = conditions_of(old), conditions_of(new)
     out = []
@@ -63,5 +46,6 @@ def differences(old: RunBody, new: RunBody) -> list[Difference]:
         new_value = after[key][1] if key in after else None
         old_value = old_value if key in before else None
         if old_value != new_value:
-            out.append(Difference(key=key, label=label, before=old_value, after=new_value, effect=effect))
+            out.append(ConditionDifference(key=key, label=label, before=old_value, after=new_value,
+                                           effect=effect))
     return out

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pytest_inferaccept.compare.figures import HIGHER_IS_BETTER, Figure
-from pytest_inferaccept.compare.policy import ABSOLUTE
+from pytest_inferaccept.baseline.figures import HIGHER_IS_BETTER, Figure
+from pytest_inferaccept.gate_settings import ABSOLUTE
 
 Judged = Literal["regression", "improvement", "same", "no_interval"]
 

@@ -1,4 +1,7 @@
-"""Options of the capacity scenarios (--capacity, --ladder, --soak-duration, ...), resolved once."""
+"""Options of the capacity scenarios (--capacity, --ladder, --soak-duration, ...), resolved once.
+
+Plain data beside `settings`, which resolves it; the capacity room above reads it.
+"""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_inferaccept.compare.policy import LATENCIES, STATS
 from pytest_inferaccept.expectations import check_id
+from pytest_inferaccept.gate_settings import LATENCIES, STATS
 from pytest_inferaccept.model import Estimate, LoadResult, LoadSelfcheck, RunBody
 
 

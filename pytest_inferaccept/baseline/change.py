@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from pytest_inferaccept.model import BaselineChange
 
 Status = Literal["regression", "improvement", "changed", "untrusted"]
 """regression: worse beyond tolerance (NO-GO); improvement: better beyond it; changed: different,
@@ -13,18 +14,8 @@ Kind = Literal["capability", "check", "figure", "operator_metric", "server", "an
                "load_run", "correctness"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Change:
+def change(*, kind: Kind, status: Status, item: str, detail: str, before: Any = None,
+           after: Any = None) -> BaselineChange:
     """One item that differs between the two runs, with a sentence that gives the figures."""
-
-    kind: Kind
-    status: Status
-    item: str
-    before: Any = None
-    after: Any = None
-    detail: str
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"kind": self.kind, "status": self.status, "item": self.item, "before": self.before,
-                "after": self.after, "detail": self.detail}
+    # Every field given, so that the document writes each change with all six keys.
+    return BaselineChange(kind=kind, status=status, item=item, before=before, after=after, detail=detail)

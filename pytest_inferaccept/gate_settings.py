@@ -1,6 +1,7 @@
 """What the upgrade gate compares and how strictly: tolerances per figure, the answer-drift policy.
 
-Standard library only: the settings import this module when the plugin loads.
+Plain data beside `settings`, which resolves it; the comparison room above reads it. Standard
+library only: the settings import this module when the plugin loads.
 """
 
 from __future__ import annotations
