@@ -208,7 +208,7 @@ class LoadGen(CapacityRunner):
         bounds = ", ".join(b for b in (f"{spec.requests} requests" if spec.requests else "",
                                        f"at most {spec.duration:g} s" if spec.duration else "") if b)
         said = "; ".join(note for note in notes if note)
-        self._say(f"inferaccept: load {self.label}: {shape}, {bounds}, {spec.warmup} warm-up, "
+        self.say(f"inferaccept: load {self.label}: {shape}, {bounds}, {spec.warmup} warm-up, "
                   f"{spec.workers} worker(s); stops by itself within {spec.hard_seconds():.0f} s"
                   + (f" ({said})" if said else ""))
         return spec
@@ -230,12 +230,12 @@ class LoadGen(CapacityRunner):
         shown = ("n/a" if p95 is None
                  else "∞ (no content: only reasoning or tool calls)" if math.isinf(p95) and empty
                  else "∞ (failed requests)" if math.isinf(p95) else f"{p95 * 1000:.0f} ms")
-        self._say(f"inferaccept: load {label}: {summary.counts.measured} measured, {summary.counts.failed} "
+        self.say(f"inferaccept: load {label}: {summary.counts.measured} measured, {summary.counts.failed} "
                   f"failed, TTFT p95 {shown}, "
                   f"{summary.throughput_tokens_per_s or 0:.1f} output tokens/s ({run.stopped_by})")
         first = next((r for r in run.records if r.harness_error), None)
         if first is not None:
-            self._say(f"inferaccept: load {label}: {summary.counts.client_errors} request(s) failed in the "
+            self.say(f"inferaccept: load {label}: {summary.counts.client_errors} request(s) failed in the "
                       f"client's own code (not counted against the server); the first traceback:\n"
                       f"{first.error_detail}")
         return result

@@ -1,8 +1,11 @@
 """The typed run model: the results document (docs/results-json.md) as pydantic models.
 
-Every model allows extra keys, so a version-1 document may grow (the load engine adds `load`
-per test) without breaking a reader; the JSON Schema the report publishes is generated from
-these classes (`python -m pytest_inferaccept.report.schema`). Each part is typed as its
+The run-level parts keep keys they do not know (`_Open`), so a version-1 document may grow
+without breaking a reader; the parts whose keys are all known refuse any other (`_Closed`, and
+every capacity class: a misspelt key is a defect, not growth), and only this module reads a
+part's leftover keys. Producers build these classes themselves (the capacity scenarios, the
+evidence, the server, the causes, the baseline comparison); the JSON Schema the report publishes
+is generated from them (`python -m pytest_inferaccept.report.schema`). Each part is typed as its
 producer writes it; the few left open (any JSON under any key) say why in their description.
 """
 
@@ -28,6 +31,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from pytest_inferaccept.scenario_kinds import NAMES
 from pytest_inferaccept.scrub import BODY_EXCERPT, Scrubber, excerpt, redact
 
 SchemaId = Literal["pytest-inferaccept/results/1"]
@@ -35,9 +39,8 @@ SchemaId = Literal["pytest-inferaccept/results/1"]
 SCHEMA_ID: Final[str] = get_args(SchemaId)[0]
 """The same, as the string the plugin writes and a baseline must carry."""
 
-CAPACITY_KINDS: Final[tuple[str, ...]] = ("ladder", "sweep", "soak", "push", "push_length", "recovery",
-                                          "length", "interference", "prefix", "multi_turn")
-"""Every kind of capacity scenario the plugin writes (docs/capacity.md)."""
+CAPACITY_KINDS: Final[tuple[str, ...]] = NAMES
+"""Every kind of capacity scenario the plugin writes (scenario_kinds.py; docs/capacity.md)."""
 
 Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
 """A number kept as its producer wrote it: an integer stays one, so it prints as one (every

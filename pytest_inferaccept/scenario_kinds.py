@@ -22,6 +22,14 @@ class ScenarioKind:
     """Its module under pytest_inferaccept.capacity."""
     method: str
     """The `loadgen` method that starts it (a runner method, else the module's `start`)."""
+    title: str = ""
+    """The heading of its section in the report (the report's own entry may say more)."""
+    unit: str = "concurrency"
+    """What its levels are: concurrency, rate, prompt_tokens, bucket, turn or speed (× a trace's pace)."""
+    reading: str | None = None
+    """How the report reads a kind it has no entry of its own for: "climb" (knee, highest level
+    within the SLOs, its chart) for a kind built on capacity/climb.py, else None (headline, reasons
+    and the step table)."""
 
 
 KINDS: tuple[ScenarioKind, ...] = (
@@ -35,6 +43,8 @@ KINDS: tuple[ScenarioKind, ...] = (
     ScenarioKind("interference", "interference", "interference"),
     ScenarioKind("prefix", "prefix_cache", "prefix_cache"),
     ScenarioKind("multi_turn", "multi_turn", "multi_turn"),
+    ScenarioKind("headroom", "headroom", "headroom", title="Headroom over the recorded traffic", unit="speed",
+                 reading="climb"),
 )
 
 NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)

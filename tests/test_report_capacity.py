@@ -316,17 +316,20 @@ def test_capacity_levels_judged_on_the_point_estimate_are_a_limitation(document:
 def test_every_kind_the_scenarios_write_has_its_entry_and_each_reading_its_function() -> None:
     from typing import get_args
 
-    from pytest_inferaccept.capacity.scenarios import Kind
-    from pytest_inferaccept.report.capacity_kinds import KINDS, Facts, Plot, Sentences
+    from pytest_inferaccept.report.capacity_kinds import KINDS, Facts, Plot, Sentences, kind_of
     from pytest_inferaccept.report.capacity_view import PARTS
     from pytest_inferaccept.report.charts import PLOTS
     from pytest_inferaccept.report.words import CAPACITY_SENTENCES
+    from pytest_inferaccept.scenario_kinds import NAMES
 
     package = Path(capacity_view.__file__).resolve().parent.parent
     written = {kind for path in (package / "capacity").glob("*.py")
                for kind in re.findall(r'conclude\(\s*kind="(\w+)"', path.read_text(encoding="utf-8"))}
     assert len(written) >= 8, written  # the scan finds the scenarios (the ladder and sweep conclude in climb)
-    assert sorted((written | set(get_args(Kind))) - set(KINDS)) == []
+    assert sorted(written - set(NAMES)) == []  # every kind written is registered
+    assert sorted(set(KINDS) - set(NAMES)) == []
+    # a registered kind without words of its own is drawn from its registry line, never as a bare name
+    assert all(kind_of(name).title != name for name in NAMES)
     assert set(CAPACITY_SENTENCES) == set(get_args(Sentences))
     assert set(PARTS) == set(get_args(Facts))
     assert set(PLOTS) == set(get_args(Plot))

@@ -65,7 +65,7 @@ def test_conformance_check(inferaccept_server, n):
 def test_load_runs_alone(loadgen):
     start = time.time()
     loadgen.run(concurrency=2, requests=6)
-    _note("load", start, sampled_pid=loadgen._sampler().pid)
+    _note("load", start, sampled_pid=loadgen.sampler().pid)
 """
 
 

@@ -11,7 +11,7 @@ level, then the SLOs. Nothing here imports pytest.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pytest_inferaccept.capacity.analysis import breaker, explain, find_knee, latency_of, max_slo_level
 from pytest_inferaccept.capacity.scenarios import (
@@ -33,12 +33,16 @@ if TYPE_CHECKING:
 
 
 def level_text(unit: str, level: float) -> str:
-    """'c=8' for a concurrency, '4.5 req/s' for a request rate."""
-    return f"{unit}={level:g}" if unit == "c" else f"{level:g} req/s"
+    """'c=8' for a concurrency, '4.5 req/s' for a request rate, 'speed=1.5' for a trace's pace."""
+    return f"{level:g} req/s" if unit == "rate" else f"{unit}={level:g}"
+
+
+UNIT_WORDS = {"c": "concurrency", "rate": "requests/s", "speed": "× the recorded traffic"}
+"""What `findings.unit` says of each unit a climb takes."""
 
 
 def climb(
-    kind: Literal["ladder", "sweep"],
+    kind: str,
     *,
     label: str,
     levels: Sequence[float],
@@ -52,14 +56,16 @@ def climb(
     say: Say,
     each_row: Callable[[CapacityStep], None] | None = None,
     caveat: str = "",
+    unit: str | None = None,
 ) -> CapacityResult:
     """Measure each level in turn; the knee, the highest level within the SLOs, and the verdict.
 
     `each_row` adds a kind's own figures to every row once the climb ends; `caveat` is the doubt
     of an unconfirmed ladder knee the levels were chosen around, said first in the notes and last
-    in the headline.
+    in the headline. `unit` names the levels: "c" for the ladder, "rate" for the sweep (the
+    defaults), "speed" for a trace replayed faster.
     """
-    unit = "c" if kind == "ladder" else "rate"
+    unit = unit or ("c" if kind == "ladder" else "rate")
     rows: list[CapacityStep] = []
     stopped = ""
     with sampler:
@@ -129,7 +135,7 @@ def climb(
         judged=judged,
         findings=CapacityFindings(knee=knee, max_slo_level=best, max_slo_reason=why_best,
                                   stopped_early=stopped or None,
-                                  unit="concurrency" if unit == "c" else "requests/s"),
+                                  unit=UNIT_WORDS.get(unit, unit)),
         explanations=explain(rows, knee.level, unit=unit),
         telemetry=telemetry_of(sampler),
         notes=notes,

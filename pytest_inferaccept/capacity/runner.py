@@ -1,7 +1,7 @@
 """The capacity runner: the scenarios a test starts through `loadgen`, bound to the session.
 
 `CapacityRunner` gives each scenario module (ladder, sweep, soak, push, push_length, lengths,
-interference, prefix_cache, multi_turn, recovery) its step runner (`_measure`: one bounded load
+interference, prefix_cache, multi_turn, recovery) its step runner (`measure_step`: one bounded load
 through the test's spec builder, its records kept, judged by nobody alone), a telemetry sampler,
 a liveness probe and the session's settings, and keeps what it returns on the test's ledger. A
 sweep or a soak built around the ladder's knee gets that knee in its plan (`SweepPlan`,
@@ -74,7 +74,8 @@ class CapacityRunner:
         self.ledger = ledger
         self.history = ledger.history
         """Every capacity scenario of the session so far (a sweep or a soak plan reads the ladder's)."""
-        self._say = ledger.say
+        self.say = ledger.say
+        """A progress line for the user (the terminal's `inferaccept:` lines, hidden under -q)."""
         self._spec_for = checked_spec
         """The test's spec builder: the session's server, key and bounds; bad input stops it cleanly."""
         self._run_result = result
@@ -96,7 +97,7 @@ class CapacityRunner:
         module = importlib.import_module(f"pytest_inferaccept.capacity.{registered.module}")
         return self._record(module.start(self, **options))
 
-    def _measure(self, tag: str, **kwargs: Any) -> LoadResult:
+    def measure_step(self, tag: str, **kwargs: Any) -> LoadResult:
         """One step of a capacity scenario: run and summarize it, keep its records, judge nothing."""
         from pytest_inferaccept.load import LoadInterrupted, run_load
 
@@ -110,14 +111,14 @@ class CapacityRunner:
         self.ledger.keep_records(label, run)
         return self._run_result(run, label)
 
-    def _sampler(self, interval: float = 1.0) -> Sampler:
+    def sampler(self, interval: float = 1.0) -> Sampler:
         """Telemetry beside a scenario: /metrics gauges, the launched process's memory, GPUs."""
         from pytest_inferaccept.capacity.sampler import Sampler
 
         return Sampler(base_url=self.server.base_url, api_key=self.settings.api_key, interval=interval,
                        pid=self._launched_pid, gpu_command=self.settings.capacity.gpu_telemetry)
 
-    def _alive(self, timeout: float | None = None) -> tuple[bool, str]:
+    def alive(self, timeout: float | None = None) -> tuple[bool, str]:
         """Does the server answer a one-token chat request within `timeout` (default: the request timeout)?"""
         from pytest_inferaccept.http import client_for
 
@@ -134,7 +135,7 @@ class CapacityRunner:
 
     def _record(self, result: CapacityResult) -> CapacityResult:
         self.ledger.keep_scenario(result)
-        self._say(f"inferaccept: {result.kind} {self.label}: {result.status.upper()}: {result.headline}")
+        self.say(f"inferaccept: {result.kind} {self.label}: {result.status.upper()}: {result.headline}")
         return result
 
     def ladder(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
@@ -145,14 +146,14 @@ class CapacityRunner:
 
         cap = self.settings.capacity
         return self._record(ladder(
-            self._measure, self._sampler(), levels=tuple(levels or cap.ladder),
-            requests=requests or self._step_requests(), duration=duration or cap.step_duration,
+            self.measure_step, self.sampler(), levels=tuple(levels or cap.ladder),
+            requests=requests or self.step_requests(), duration=duration or cap.step_duration,
             settle=cap.settle if settle is None else settle, slo=self.slo,
             breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
             min_level=min_concurrency or cap.min_concurrency, label=self.label, workload=workload,
-            say=self._say))
+            say=self.say))
 
-    def _step_requests(self) -> int:
+    def step_requests(self) -> int:
         """Requests per capacity step: --capacity-step-requests, else the count the SLO plans for; says up
         front what the step's time bound and a too small count do to the SLO (docs/capacity.md)."""
         cap = self.settings.capacity
@@ -167,11 +168,11 @@ class CapacityRunner:
         if cap.step_requests_given:
             head = f"inferaccept: capacity steps of --capacity-step-requests {requests}"
             if short:
-                self._say(f"{head}: {short}; no level can pass the SLO")
+                self.say(f"{head}: {short}; no level can pass the SLO")
             elif bound:
-                self._say(f"{head}: each step {bound}")
+                self.say(f"{head}: each step {bound}")
         elif requests > cap.step_requests:
-            self._say(f"inferaccept: capacity steps sized from the SLO (each step): {plan.planned_words()}"
+            self.say(f"inferaccept: capacity steps sized from the SLO (each step): {plan.planned_words()}"
                       + (f"; each step {bound}" if bound else ""))
         return requests
 
@@ -191,10 +192,10 @@ class CapacityRunner:
             rates = rates.rates
         chosen = tuple(rates or cap.sweep_rates or (1.0, 2.0, 4.0, 8.0))
         return self._record(sweep(
-            self._measure, self._sampler(), rates=chosen, requests=requests or self._step_requests(),
+            self.measure_step, self.sampler(), rates=chosen, requests=requests or self.step_requests(),
             duration=duration or cap.step_duration, slo=self.slo, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, min_rate=min_rate, label=self.label, workload=workload,
-            knee=knee, say=self._say))
+            knee=knee, say=self.say))
 
     def soak(self, *, concurrency: int | None = None, duration: float, basis: str = "as asked",
              plan: SoakPlan | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
@@ -214,10 +215,11 @@ class CapacityRunner:
         # At least 60 memory samples, so that each third of a short soak can be judged on its own.
         interval = min(1.0, max(0.2, duration / 60))
         return self._record(soak(
-            self._measure, self._sampler(interval), concurrency=concurrency, duration=duration, slo=self.slo,
-            drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance, alpha=0.01,
-            label=self.label, workload=workload, basis=basis, knee=plan.knee if plan is not None else None,
-            horizon=cap.soak_horizon, memory_limit=cap.memory_limit, say=self._say))
+            self.measure_step, self.sampler(interval), concurrency=concurrency, duration=duration,
+            slo=self.slo, drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance,
+            alpha=0.01, label=self.label, workload=workload, basis=basis,
+            knee=plan.knee if plan is not None else None, horizon=cap.soak_horizon,
+            memory_limit=cap.memory_limit, say=self.say))
 
     def push(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
              duration: float | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
@@ -227,10 +229,10 @@ class CapacityRunner:
         cap = self.settings.capacity
         chosen = tuple(levels or _doubling(max(cap.ladder), cap.push_max))
         return self._record(push(
-            self._measure, self._alive, levels=chosen, requests=requests or 40,
+            self.measure_step, self.alive, levels=chosen, requests=requests or 40,
             duration=duration or cap.step_duration, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, request_timeout=self.settings.request_timeout,
-            label=self.label, workload=workload, say=self._say))
+            label=self.label, workload=workload, say=self.say))
 
     def push_length(self, lengths: list[int] | tuple[int, ...] | None = None, *,
                     requests: int = 3) -> CapacityResult:
@@ -241,9 +243,9 @@ class CapacityRunner:
         top = int(window * 1.5) if window else 8192
         chosen = tuple(lengths or _doubling(128, top, include_top=True))
         return self._record(push_length(
-            self._measure, self._alive, lengths=chosen, context_window=window, requests=requests,
+            self.measure_step, self.alive, lengths=chosen, context_window=window, requests=requests,
             duration=self.settings.capacity.step_duration, request_timeout=self.settings.request_timeout,
-            label=self.label, say=self._say))
+            label=self.label, say=self.say))
 
     def lengths(self, *, input_buckets: list[str] | tuple[str, ...] | None = None,
                 output_buckets: list[str] | tuple[str, ...] | None = None, requests: int = 16,
@@ -253,11 +255,11 @@ class CapacityRunner:
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         return self._record(lengths(
-            self._measure, self._sampler(), context_window=window,
+            self.measure_step, self.sampler(), context_window=window,
             input_buckets=tuple(input_buckets or ("short", "medium", "long", "very_long")),
             output_buckets=tuple(output_buckets or ("short", "medium", "long")), requests=requests,
             concurrency=concurrency, duration=duration or self.settings.capacity.step_duration,
-            label=self.label, say=self._say))
+            label=self.label, say=self.say))
 
     def interference(self, *, concurrency: int = 4, requests: int = 32, long_tokens: int | None = None,
                      long_share: float = 0.25, short_tokens: int = 64, threshold: float = 2.0,
@@ -269,10 +271,10 @@ class CapacityRunner:
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         usable = usable_input(window, 32)
         return self._record(interference(
-            self._measure, self._sampler(), concurrency=concurrency, requests=requests,
+            self.measure_step, self.sampler(), concurrency=concurrency, requests=requests,
             duration=duration or self.settings.capacity.step_duration, short_tokens=short_tokens,
             long_tokens=long_tokens or (min(4096, usable) if usable else 1536), long_share=long_share,
-            output_tokens=32, threshold=threshold, max_ratio=max_ratio, label=self.label, say=self._say))
+            output_tokens=32, threshold=threshold, max_ratio=max_ratio, label=self.label, say=self.say))
 
     def prefix_cache(self, *, prefix_tokens: int | None = None, requests: int = 24, concurrency: int = 2,
                      duration: float | None = None) -> CapacityResult:
@@ -283,10 +285,10 @@ class CapacityRunner:
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         usable = usable_input(window, 16)
         return self._record(prefix_cache(
-            self._measure, self._sampler(), concurrency=concurrency, requests=requests,
+            self.measure_step, self.sampler(), concurrency=concurrency, requests=requests,
             duration=duration or self.settings.capacity.step_duration,
             prefix_tokens=prefix_tokens or (max(128, min(2048, usable - 64)) if usable else 1024),
-            suffix_tokens=64, output_tokens=16, label=self.label, say=self._say))
+            suffix_tokens=64, output_tokens=16, label=self.label, say=self.say))
 
     def multi_turn(self, *, conversations: int = 8, turns: int = 6, concurrency: int = 8,
                    user_tokens: int = 96, answer_tokens: int = 64,
@@ -296,9 +298,10 @@ class CapacityRunner:
 
         window = self.settings.capacity.context_window or context_window(self.server.version_info)
         return self._record(multi_turn(
-            self._measure, self._sampler(), conversations=conversations, turns=turns, concurrency=concurrency,
-            user_tokens=user_tokens, answer_tokens=answer_tokens, context_window=window,
-            duration=duration or self.settings.capacity.step_duration, label=self.label, say=self._say))
+            self.measure_step, self.sampler(), conversations=conversations, turns=turns,
+            concurrency=concurrency, user_tokens=user_tokens, answer_tokens=answer_tokens,
+            context_window=window, duration=duration or self.settings.capacity.step_duration,
+            label=self.label, say=self.say))
 
     def _last_ladder(self) -> CapacityResult | None:
         return next((r for r in reversed(self.history) if r.kind == "ladder" and r.steps), None)
@@ -361,10 +364,10 @@ class CapacityRunner:
         from pytest_inferaccept.capacity.recovery import recovery
 
         return self._record(recovery(
-            self._measure, self._alive, self._restart,
+            self.measure_step, self.alive, self._restart,
             concurrency=concurrency or self.settings.load.concurrency, duration=duration,
             kill_after=kill_after, request_timeout=self.settings.request_timeout, label=self.label,
-            say=self._say))
+            say=self.say))
 
 
 RECOVERY_NEEDS_LAUNCH = ("failure recovery needs a server the plugin launched "

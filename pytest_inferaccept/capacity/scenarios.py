@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from pytest_inferaccept.run.load import LoadResult
 
 Status = Literal["pass", "fail", "invalid"]
-Kind = Literal["ladder", "sweep", "soak", "push", "push_length", "recovery", "length", "interference",
-               "prefix", "multi_turn"]
-"""Every kind of scenario; the report words, draws and charts each by kind (report/capacity_kinds.py)."""
+Kind = str
+"""A kind of scenario registered in scenario_kinds.py (the report words, draws and charts each by
+kind: report/capacity_kinds.py, else generically from the registry)."""
 Measure = Callable[..., "LoadResult"]
 """measure(tag, **loadgen.run keyword arguments) -> LoadResult, not judged on its own."""
 Alive = Callable[[], tuple[bool, str]]
@@ -82,6 +82,9 @@ def conclude(
     Otherwise any "fail" judgement fails the scenario, else any "invalid" one makes it invalid.
     `slo` is the SLO its steps were judged with, recorded beside the result.
     """
+    from pytest_inferaccept.scenario_kinds import by_name
+
+    by_name(kind)  # a kind the results, the report and the runner know of: registered, or an error here
     reasons = [failing] if failing else []
     if bound:
         reasons.append(bound)

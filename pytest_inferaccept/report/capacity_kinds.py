@@ -79,6 +79,10 @@ BUCKET: Final = Unit(
     step="{:g} tokens", one="{:g} token", many="{:g} tokens", heading="length bucket",
     axis="tokens asked (middle of the bucket's range)", against="length", doubling=True, achieved=None,
     serves="Answers", users="tokens", bare="{:g} tokens", steps="buckets")
+SPEED: Final = Unit(
+    step="speed={:g}", one="{:g}× the recorded traffic", many="{:g}× the recorded traffic",
+    heading="speed (× recorded)", axis="speed (× the recorded arrival pace)", against="speed", doubling=False,
+    achieved="rate", serves="Holds", users="× the recorded traffic", bare="{:g}×", steps="speeds")
 TURN: Final = Unit(
     step="turn {:g}", one="turn {:g}", many="turn {:g}", heading="turn", axis="turn of the conversation",
     against="turn", doubling=False, achieved=None, serves="Answers", users="turns", bare="turn {:g}",
@@ -120,12 +124,29 @@ KINDS: Final[dict[str, CapacityKind]] = {
     "multi_turn": CapacityKind(title="Multi-turn conversations", unit=TURN, order=9, facts="turns",
                                slo_column=False),
 }
-"""Every kind the capacity scenarios write (capacity/scenarios.py `Kind`)."""
+"""The kinds this report has words of its own for; any other registered kind is drawn from its
+line in scenario_kinds.py (`kind_of`)."""
+
+UNITS: Final[dict[str, Unit]] = {"concurrency": CONCURRENCY, "rate": RATE, "prompt_tokens": PROMPT_TOKENS,
+                                 "bucket": BUCKET, "turn": TURN, "speed": SPEED}
+"""A unit by the name a scenario_kinds.py line gives it."""
 
 
 def kind_of(kind: str) -> CapacityKind:
-    """The kind's entry; for a kind this report does not know, the generic one titled by its name."""
-    return KINDS.get(kind) or CapacityKind(title=kind)
+    """The kind's entry; a kind without one is drawn from its registry line (title, unit, and the
+    climb's facts, sentences and chart when it is built on the climb), else generically by its name."""
+    from pytest_inferaccept.scenario_kinds import by_name
+
+    if kind in KINDS:
+        return KINDS[kind]
+    try:
+        registered = by_name(kind)
+    except ValueError:
+        return CapacityKind(title=kind)
+    climbs = registered.reading == "climb"
+    return CapacityKind(title=registered.title or kind, unit=UNITS.get(registered.unit, CONCURRENCY),
+                        sentences="climb" if climbs else "headline", facts="climb" if climbs else None,
+                        plot="climb" if climbs else None)
 
 
 def level_words(kind: str, level: float) -> str:

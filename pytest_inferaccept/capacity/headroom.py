@@ -1,0 +1,75 @@
+"""Headroom as a multiple of the team's own traffic: a recorded trace replayed faster, step by step.
+
+Each step replays the trace at its recorded arrival times divided by a speed factor (0.5 sends
+at half the recorded pace, 2 at twice it), open loop: a send the client made late is counted and
+judged as in every replay, never silently shifted (no coordinated omission). The factors climb
+until the circuit breaker, like the ladder's levels, and the climb says the rest: the highest
+factor meeting every SLO (the headroom), the knee, and what the next factor costs ("meets the
+SLOs up to speed=1.5; ... at speed=2 TTFT p95 is 3.4 s"). The steps are as far apart as the
+factors asked, so the headroom is known to that resolution; no interval is put on it.
+
+A kind added through the scenario registry (scenario_kinds.py): this module and one line there.
+Nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_inferaccept.capacity.climb import climb
+from pytest_inferaccept.model import CapacityParams
+
+if TYPE_CHECKING:
+    from pytest_inferaccept.capacity.runner import CapacityRunner
+    from pytest_inferaccept.capacity.scenarios import CapacityResult
+    from pytest_inferaccept.load.workloads import TraceWorkload
+    from pytest_inferaccept.run.load import LoadResult
+
+FACTORS: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+"""The speed factors tried when none are given: half the recorded pace up to four times it."""
+
+
+def at_speed(trace: TraceWorkload, factor: float) -> TraceWorkload:
+    """The trace with every arrival offset divided by `factor` (its requests unchanged)."""
+    from dataclasses import replace
+
+    if factor <= 0:
+        raise ValueError(f"a speed factor must be above 0, got {factor:g}")
+    entries = tuple(e.model_copy(update={"arrival": (e.arrival or 0.0) / factor}) for e in trace.entries)
+    return replace(trace, entries=entries, source=f"{trace.source} at {factor:g}×")
+
+
+def start(runner: CapacityRunner, *, trace: str | Path | TraceWorkload,
+          factors: Sequence[float] = FACTORS, duration: float | None = None) -> CapacityResult:
+    """Replay `trace` at each speed factor in turn until the breaker; the highest meeting the SLOs.
+
+    `trace` is a JSONL trace file (docs/trace-format.md) or a TraceWorkload whose every entry has
+    an `arrival` offset; each step lasts at most `duration` seconds (--capacity-step-duration).
+    """
+    from pytest_inferaccept.load.workloads import TraceWorkload, WorkloadError
+    from pytest_inferaccept.run.testload import LoadInputError
+
+    try:
+        workload = trace if isinstance(trace, TraceWorkload) else TraceWorkload.from_file(trace)
+        if not workload.has_arrivals:
+            raise WorkloadError(f"the headroom replays a trace at its recorded times, but "
+                                f"{workload.source or 'it'} has entries without an `arrival` offset")
+    except WorkloadError as exc:
+        # Bad input to the plugin, not a finding about the server: the test cannot judge it.
+        runner.ledger.mark_invalid(f"the load was not started: {exc}")
+        raise LoadInputError(f"the load was not started: {exc}") from None
+    cap = runner.settings.capacity
+    seconds = duration or cap.step_duration
+    chosen = tuple(sorted(float(f) for f in factors))
+
+    def step(factor: float) -> LoadResult:
+        return runner.measure_step(f"speed={factor:g}", replay=True, workload=at_speed(workload, factor),
+                               duration=seconds, warmup=0)
+
+    params = CapacityParams(levels=list(chosen), max_seconds_per_step=seconds,
+                            breaker_error_rate=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency)
+    return climb(kind="headroom", label=runner.label, levels=chosen, run_step=step, sampler=runner.sampler(),
+                 slo=runner.slo, breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
+                 min_level=None, params=params, say=runner.say, unit="speed")

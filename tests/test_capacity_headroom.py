@@ -1,0 +1,90 @@
+"""Headroom over recorded traffic: a kind added through the scenario registry alone.
+
+The trace's requests arrive evenly, 10 a second; the fake answers one at a time in ~78 ms
+(30 ms to the first token, 16 tokens 3 ms apart). Up to 1× (78% busy) no request waits; at 2×
+and more the arrivals outrun the one slot, the queue grows for the whole step, and TTFT p95
+leaves the 100 ms SLO far behind. So the headroom is 1× of the recorded traffic.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_inferaccept.scenario_kinds import KINDS, by_name
+from pytest_inferaccept.verdict import EXIT_CODES
+from tests._processes import fake_process
+
+HEADROOM = """
+def test_headroom(loadgen):
+    loadgen.require_capacity()
+    loadgen.scenario("headroom", trace="trace.jsonl", factors=[0.5, 1, 2, 4])
+"""
+
+
+@pytest.fixture(scope="module")
+def one_slot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One generation at a time, 30 ms to the first token, 3 ms between tokens; the rest queue."""
+    yield from fake_process(tmp_path_factory.mktemp("slot"), "--slots", "1", "--ttft", "0.03",
+                            "--itl", "0.003")
+
+
+def _trace(path: Path, n: int = 30, gap: float = 0.1) -> None:
+    lines = [{"messages": [{"role": "user", "content": f"Question {i}: say something."}], "max_tokens": 16,
+              "arrival": round(i * gap, 3)} for i in range(n)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_every_registered_kind_has_its_module_and_a_way_to_start_it() -> None:
+    from pytest_inferaccept.capacity.runner import CapacityRunner
+
+    for kind in KINDS:
+        module = importlib.import_module(f"pytest_inferaccept.capacity.{kind.module}")
+        assert hasattr(CapacityRunner, kind.method) or hasattr(module, "start"), kind
+    with pytest.raises(ValueError, match="no capacity scenario of kind 'spike'; known: ladder, sweep"):
+        by_name("spike")
+
+
+def test_the_headroom_is_the_highest_speed_of_the_recorded_traffic_meeting_the_slo(
+        pytester: pytest.Pytester, one_slot: str) -> None:
+    _trace(pytester.path / "trace.jsonl")
+    pytester.makepyfile(HEADROOM)
+    result = pytester.runpytest_inprocess("--server-url", one_slot, "--inferaccept-json", "r.json",
+                                          "--inferaccept-html", "r.html", "--capacity",
+                                          "--client-check", "warn",
+                                          "--slo", "ttft_p95=0.1", "--slo-judge", "point")
+    doc: dict[str, Any] = json.loads((pytester.path / "r.json").read_text())
+    (scenario,) = [c for t in doc["tests"] for c in t.get("capacity", [])]
+    assert result.ret == 0, result.stdout.str()
+    assert scenario["kind"] == "headroom" and scenario["status"] == "pass"
+    steps = {s["level"]: s for s in scenario["steps"]}
+    assert steps[0.5]["measured"] == 30 and steps[1.0]["measured"] == 30  # every recorded request, once
+    # Replayed at twice the pace, the same 30 requests arrive in half the time.
+    assert steps[2.0]["asked_rate"] == pytest.approx(2 * steps[1.0]["asked_rate"], rel=0.1)
+    figures = [(s["level"], s["ttft_p95"]) for s in scenario["steps"]]
+    assert scenario["findings"]["max_slo_level"] == 1.0, figures
+    assert scenario["findings"]["unit"] == "× the recorded traffic"
+    assert scenario["headline"].startswith("meets the SLOs up to speed=1;"), scenario["headline"]
+    assert scenario["slo"] == {"ttft_p95": 0.1}
+    assert "inferaccept: headroom speed=2:" in result.stdout.str()
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert "Headroom over the recorded traffic" in html and "speed (× recorded)" in html
+
+
+def test_a_trace_without_arrival_times_cannot_be_replayed_faster(pytester: pytest.Pytester,
+                                                                  one_slot: str) -> None:
+    (pytester.path / "trace.jsonl").write_text(
+        json.dumps({"prompt": "Say hi.", "max_tokens": 4}) + "\n", encoding="utf-8")
+    pytester.makepyfile(HEADROOM)
+    result = pytester.runpytest_inprocess("--server-url", one_slot, "--capacity",
+                                          "--inferaccept-json", "r.json")
+    assert result.ret == EXIT_CODES["INVALID"]
+    result.stdout.fnmatch_lines(["*the load was not started: the headroom replays a trace at its recorded "
+                                 "times, but *trace.jsonl has entries without an `arrival` offset*"])
+    doc = json.loads((pytester.path / "r.json").read_text())
+    assert doc["verdict"]["status"] == "INVALID", doc["verdict"]  # the plugin's input, not the server
