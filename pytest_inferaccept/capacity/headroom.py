@@ -62,6 +62,7 @@ def start(runner: CapacityRunner, *, trace: str | Path | TraceWorkload,
         raise LoadInputError(f"the load was not started: {exc}") from None
     cap = runner.settings.capacity
     seconds = duration or cap.step_duration
+    _say_if_short(runner, len(workload.entries))
     chosen = tuple(sorted(float(f) for f in factors))
 
     def step(factor: float) -> LoadResult:
@@ -73,3 +74,18 @@ def start(runner: CapacityRunner, *, trace: str | Path | TraceWorkload,
     return climb(kind="headroom", label=runner.label, levels=chosen, run_step=step, sampler=runner.sampler(),
                  slo=runner.slo, breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
                  min_level=None, params=params, say=runner.say, unit="speed")
+
+
+def _say_if_short(runner: CapacityRunner, entries: int) -> None:
+    """Say up front when each step (the whole trace, once) holds fewer requests than the SLO needs."""
+    if runner.slo is None:
+        return
+    from pytest_inferaccept.stats.plan import plan_run
+
+    plan = plan_run(runner.slo, point_estimate=runner.settings.load.judge_on_point)
+    if entries < plan.least:
+        need = plan.need(plan.least_key)
+        runner.say(f"inferaccept: headroom: the trace holds {entries} requests and each speed replays it "
+                   f"once, but {need.setting if need is not None else plan.least_key} needs at least {plan.least} "
+                   f"measured requests to pass even on a perfect server: no speed can pass the SLO (replay "
+                   f"a longer trace)")
