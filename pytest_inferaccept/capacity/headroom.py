@@ -85,7 +85,7 @@ def _say_if_short(runner: CapacityRunner, entries: int) -> None:
     plan = plan_run(runner.slo, point_estimate=runner.settings.load.judge_on_point)
     if entries < plan.least:
         need = plan.need(plan.least_key)
+        setting = need.setting if need is not None else plan.least_key
         runner.say(f"inferaccept: headroom: the trace holds {entries} requests and each speed replays it "
-                   f"once, but {need.setting if need is not None else plan.least_key} needs at least {plan.least} "
-                   f"measured requests to pass even on a perfect server: no speed can pass the SLO (replay "
-                   f"a longer trace)")
+                   f"once, but {setting} needs at least {plan.least} measured requests to pass even on a "
+                   f"perfect server: no speed can pass the SLO (replay a longer trace)")
