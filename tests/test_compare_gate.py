@@ -68,6 +68,14 @@ def _run(pytester: pytest.Pytester, where: Path, url: str, name: str, *extra: st
     return Run(path=out, ret=int(result.ret), output=output, doc=json.loads(out.read_text()))
 
 
+NOISE_TOLERANCES = "ttft=1,tpot=1,itl=1,e2e=1,throughput=0.5,request_rate=0.5"
+"""The second clean run is judged with room for the machine, not the server: with other work on
+the 2-core machine, a second run of the same fake once had its TPOT p95 54% above the first's and
+its throughput 12% below (both beyond the default 10%). The upgraded server's TTFT (+300%) and its
+lost capability are still judged at the defaults."""
+NOISE = ("--regression-tolerance", NOISE_TOLERANCES)
+
+
 def _make_runs(pytester: pytest.Pytester) -> dict[str, Run]:
     # Every file in the run's own directory, as in a user's project: a path argument elsewhere
     # (the baseline's) would move pytest's rootdir and with it the node ids being compared.
@@ -84,7 +92,8 @@ def _make_runs(pytester: pytest.Pytester) -> dict[str, Run]:
     clean_url, worse_url = next(clean), next(worse)
     try:
         base = _run(pytester, where, clean_url, "base")
-        again = _run(pytester, where, clean_url, "again", "--inferaccept-baseline", str(where / "base.json"))
+        again = _run(pytester, where, clean_url, "again", "--inferaccept-baseline", str(where / "base.json"),
+                     *NOISE)
         upgraded = _run(pytester, where, worse_url, "upgraded", "--inferaccept-baseline",
                         str(where / "base.json"))
         return {"base": base, "again": again, "upgraded": upgraded}
@@ -190,7 +199,7 @@ def test_the_offline_comparison_exits_1_on_a_regression_and_prints_it(runs: dict
 
 
 def test_the_offline_comparison_of_two_clean_runs_exits_0(runs: dict[str, Run]) -> None:
-    result = _offline(str(runs["base"].path), str(runs["again"].path))
+    result = _offline(str(runs["base"].path), str(runs["again"].path), *NOISE)
     assert result.returncode == 0, result.stdout
     assert "no regression" in result.stdout
 
