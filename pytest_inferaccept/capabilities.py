@@ -42,6 +42,8 @@ CAPABILITIES: dict[str, str] = {
     "tokenize": "POST /tokenize (llama.cpp or vLLM shape) tokenizes text and chat prompts",
     "n": "n > 1 choices in one request",
     "seed": "a fixed seed gives reproducible sampling",
+    "batch_invariant": "the server runs in a batch-invariant (deterministic) mode: a request's answer "
+                       "does not depend on the requests batched beside it or on its prefix cache",
     "metrics": "GET /metrics in Prometheus text format",
     "auth": "an API key is enforced (needs --api-key)",
 }

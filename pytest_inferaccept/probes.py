@@ -504,5 +504,9 @@ PROBES: dict[str, Probe] = {
     "seed": probe_seed,
     "metrics": probe_metrics,
     "auth": probe_auth,
+    # A mode of the server, not a feature an answer shows: only the team can say it is on.
+    "batch_invariant": lambda c, s: _result(
+        "batch_invariant", "unsupported", "not declared: a batch-invariant mode cannot be seen from outside; "
+        "declare it with --capabilities batch_invariant"),
 }
 """The probe for every capability in the vocabulary."""

@@ -337,8 +337,13 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
     if early is not None:
         return early
     body = generation.request_faults(body, cfg.faults)
+    body = generation.load_request_faults(body, cfg.faults, len(state.flights))
     choices, prompt_tokens = _plan_chat(state, body)
     generation.choice_faults(choices, cfg.faults, body)
+    remembered = cfg.prefix_cache or "prefix_cache_changes_output" in cfg.faults
+    prefix = generation.prompt_prefix(body["messages"]) if remembered else None
+    generation.load_faults(choices, cfg.faults, body, in_flight=len(state.flights),
+                           warm_prefix=prefix is not None and prefix in state.prefixes)
     if "empty_under_concurrency" in cfg.faults and await traffic.crowded(flight):
         return await _empty_chat(request, state, body, prompt_tokens)
     if state.overloaded():
@@ -353,7 +358,6 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
     cid = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     completion_tokens = sum(c.completion_tokens for c in choices)
-    prefix = generation.prompt_prefix(body["messages"]) if cfg.prefix_cache else None
     async with _slot(state, prompt_tokens, completion_tokens, prefix) as gen:
         start = time.monotonic()
         if slow:
@@ -431,7 +435,7 @@ class _slot:
         metrics.request_started(time.monotonic() - queued if self.sem is not None else 0.0)
         cfg = state.config
         hit = False
-        if cfg.prefix_cache and self.prefix is not None:
+        if self.prefix is not None:  # set with the prefix cache on, or to remember prefixes for a fault
             hit = state.prefixes.lookup(self.prefix)
             metrics.prefix_lookup(self.gen.prompt_tokens, hit)
         self.gen.ttft = generation.first_token_delay(cfg, running=metrics.running,

@@ -105,6 +105,17 @@ FAULTS: dict[str, str] = {
                                 "temperature 1)",
     "sampled_frequencies_off": "sampled first tokens are drawn uniformly from the candidates, not with the "
                                "probabilities the logprobs report",
+    "batch_variant_greedy": "with more than 2 chat requests in flight, a greedy answer's fourth token is "
+                            "another word, absent from the pick's alternatives (a non-tie point: a "
+                            "batch-variant kernel that changes answers)",
+    "near_tie_batch_variance": "with more than 2 chat requests in flight, a greedy answer flips at the fake "
+                               "model's near tie only (runner-up 0.2 nats behind), as batch numerics do: "
+                               "not a defect",
+    "prefix_cache_changes_output": "a chat prompt whose first 200 characters were seen before (a warm prefix "
+                                   "cache) gets another fourth token, absent from the pick's "
+                                   "alternatives (a non-tie point)",
+    "seed_ignored_under_load": "with more than 2 chat requests in flight, the seed is ignored (the sample "
+                               "differs from the same seeded request alone)",
     "greedy_near_tie_jitter": "repeats of one greedy request flip, half the time, at the fake model's near "
                               "tie (and nowhere else), as batch numerics do",
     # embeddings

@@ -375,6 +375,35 @@ def choice_faults(choices: list[Choice], faults: frozenset[str],
                     fn["arguments"] = "{}"
 
 
+CROWD = 2
+"""The load faults act with more than this many chat requests in the server (the request itself counted)."""
+NON_TIE_AT = 3
+"""The token the non-tie load faults change (no near tie there: the pick leads its alternatives by 1 nat)."""
+
+
+def load_request_faults(body: Mapping[str, Any], faults: frozenset[str], in_flight: int) -> dict[str, Any]:
+    """The request as a server that misreads it under load reads it (`in_flight`: chat requests in it)."""
+    out = dict(body)
+    if "seed_ignored_under_load" in faults and in_flight > CROWD:
+        out.pop("seed", None)
+    return out
+
+
+def load_faults(choices: list[Choice], faults: frozenset[str], body: Mapping[str, Any], *, in_flight: int,
+                warm_prefix: bool) -> None:
+    """Change greedy answers the way a batch-variant server or a faulty prefix cache does."""
+    greedy = body.get("temperature") == 0 or _greedy_only(body)
+    for c in choices:
+        if c.known or c.tool_calls:
+            continue
+        changed = (greedy and in_flight > CROWD and "batch_variant_greedy" in faults) or \
+            (warm_prefix and "prefix_cache_changes_output" in faults)
+        if changed and len(c.pieces) > NON_TIE_AT:
+            c.pieces[NON_TIE_AT] = tie_runner_up(c.pieces[NON_TIE_AT])
+        if greedy and in_flight > CROWD and "near_tie_batch_variance" in faults and _has_tie(c):
+            c.pieces[TIE_AT], c.runner_up = tie_runner_up(c.pieces[TIE_AT]), c.pieces[TIE_AT]
+
+
 def reasoning_faults(choices: list[Choice], body: Mapping[str, Any], faults: frozenset[str]) -> None:
     """Spoil the reasoning and the answers around it (and agent follow-ups) the way faulty servers do."""
     messages = body.get("messages") or []
@@ -481,6 +510,9 @@ class PrefixCache:
 
     def __len__(self) -> int:
         return len(self._seen)
+
+    def __contains__(self, prefix: object) -> bool:
+        return prefix in self._seen
 
     def lookup(self, prefix: str) -> bool:
         """True when `prefix` was seen before; either way it is remembered now."""
