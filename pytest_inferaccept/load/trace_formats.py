@@ -39,7 +39,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pytest_inferaccept.load.workloads import WORDS, TraceEntry, WorkloadError, make_prompt
+from pytest_inferaccept.load.workloads import (
+    WORDS,
+    TraceEntry,
+    WorkloadError,
+    json_objects,
+    make_prompt,
+    read_trace_text,
+)
 
 Format = Literal["mooncake", "azure"]
 FORMATS: tuple[Format, ...] = ("mooncake", "azure")
@@ -165,15 +172,6 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"{path.name}: cannot read the trace file ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{path.name}: the trace file is not UTF-8 text ({exc.reason})") from None
-
-
 def parse_mooncake(path: str | os.PathLike[str], *, block_size: int = BLOCK_TOKENS) -> Parsed:
     """Read and validate a Mooncake JSONL trace; a WorkloadError `name:line: problem` on a bad line."""
     p = Path(path)
@@ -181,17 +179,7 @@ def parse_mooncake(path: str | os.PathLike[str], *, block_size: int = BLOCK_TOKE
     rows: list[Row] = []
     ignored: dict[str, int] = {}
     mismatched: list[str] = []
-    for number, line in enumerate(_read_text(p).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problem = f"not valid JSON ({exc.msg} at column {exc.colno})"
-            raise WorkloadError(f"{name}:{number}: {problem}") from None
-        if not isinstance(data, dict):
-            kind = type(data).__name__
-            raise WorkloadError(f"{name}:{number}: each line must be a JSON object, got {kind}")
+    for number, data in json_objects(name, read_trace_text(p)):
         try:
             item = MooncakeLine.model_validate(data)
         except ValidationError as exc:
@@ -223,7 +211,7 @@ def parse_azure(path: str | os.PathLike[str]) -> Parsed:
     """Read and validate an Azure LLM inference CSV; a WorkloadError `name:line: problem` on a bad row."""
     p = Path(path)
     name = p.name
-    reader = csv.reader(_read_text(p).splitlines())
+    reader = csv.reader(read_trace_text(p).splitlines())
     header: list[str] | None = None
     rows: list[Row] = []
     stamps: list[int] = []

@@ -13,7 +13,7 @@ import math
 import os
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -142,17 +142,19 @@ def _plain(err: ValidationError) -> str:
     return f"{loc}: {message}" if loc else message
 
 
-def load_trace(path: str | os.PathLike[str]) -> list[TraceEntry]:
-    """Read and validate a JSONL trace; a WorkloadError `name:line: problem` on the first bad line."""
-    p = Path(path)
-    name = p.name
+def read_trace_text(path: Path) -> str:
+    """A trace file's text; a WorkloadError naming the file when it cannot be read as UTF-8."""
     try:
-        text = p.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise WorkloadError(f"{name}: cannot read the trace file ({exc.strerror or exc})") from None
+        raise WorkloadError(f"{path.name}: cannot read the trace file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{name}: the trace file is not UTF-8 text ({exc.reason})") from None
-    entries: list[TraceEntry] = []
+        raise WorkloadError(f"{path.name}: the trace file is not UTF-8 text ({exc.reason})") from None
+
+
+def json_objects(name: str, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL text; a WorkloadError `name:line:
+    problem` on a line that is not a JSON object."""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue  # blank lines (a trailing newline, spacing) carry nothing
@@ -164,6 +166,15 @@ def load_trace(path: str | os.PathLike[str]) -> list[TraceEntry]:
         if not isinstance(data, dict):
             kind = type(data).__name__
             raise WorkloadError(f"{name}:{number}: each line must be a JSON object, got {kind}")
+        yield number, data
+
+
+def load_trace(path: str | os.PathLike[str]) -> list[TraceEntry]:
+    """Read and validate a JSONL trace; a WorkloadError `name:line: problem` on the first bad line."""
+    p = Path(path)
+    name = p.name
+    entries: list[TraceEntry] = []
+    for number, data in json_objects(name, read_trace_text(p)):
         try:
             entries.append(TraceEntry.model_validate(data))
         except ValidationError as exc:
