@@ -151,7 +151,8 @@ def soak(
         checks["memory_growth"] = judge.judge_memory(
             pts, what=f"memory ({memory.source})", window_s=window, traffic=traffic,
             capacity=judge.Capacity(total=found[0], share=BUDGET_SHARE, source=found[1]) if found else None,
-            tolerance=memory_tolerance, source=memory.source, finished=finished)
+            tolerance=memory_tolerance, source=memory.source, finished=finished,
+            in_flight=concurrency)
         series.memory_bytes = [(round(t, 3), v) for t, v in pts]
     else:
         checks["memory_growth"] = DriftCheck(
