@@ -67,6 +67,10 @@ class CapacitySettings:
     push_max: int = 256
     context_window: int | None = None
     gpu_telemetry: str | None = None
+    rollback_cmd: str | None = None
+    """The baseline's command for the rollback drill (--rollback-cmd); None: the drill skips."""
+    rollback_within: float = 600.0
+    """How long the way back to service may take, in seconds (--rollback-within)."""
 
     def describe(self) -> dict[str, object]:
         """JSON-ready form."""
@@ -154,4 +158,6 @@ def resolve_capacity(lookup: Callable[[str], str | None], enabled: bool) -> Capa
         push_max=int(_num("--push-max", lookup("push_max"), 256, integer=True)),
         context_window=int(_num("--context-window", window, 1, integer=True)) if window else None,
         gpu_telemetry=lookup("gpu_telemetry") or None,
+        rollback_cmd=lookup("rollback_cmd") or None,
+        rollback_within=_num("--rollback-within", lookup("rollback_within"), 600.0),
     )

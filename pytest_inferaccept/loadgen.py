@@ -79,7 +79,7 @@ class LoadGen(CapacityRunner):
 
     def __init__(self, *, server: ServerUnderTest, settings: Settings, slo: SloSpec | None,
                  label: str, ledger: TestLedger | None = None, launched_pid: int | None = None,
-                 restart: Callable[[], dict[str, Any]] | None = None,
+                 restart: Callable[..., dict[str, Any]] | None = None,
                  reasons: Callable[[], bool] | None = None) -> None:
         ledger = ledger if ledger is not None else TestLedger()
         """Where this test's runs and scenarios go (the session's lists behind it)."""
@@ -154,7 +154,7 @@ class LoadGen(CapacityRunner):
 
         spec = self._announce(self._checked_spec(kwargs))
         try:
-            run = run_load(spec)
+            run = self._beside(self.label, spec) if self._under_load is not None else run_load(spec)
         except LoadInterrupted as stopped:
             self._finish(stopped.run)  # what was measured is kept, then the interruption goes on
             raise
@@ -272,7 +272,8 @@ def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
           client_check: str = "strict") -> Judgement:
     """Judge a test's load runs, ranked by evidence (docs/statistics.md, "The verdict").
 
-    1. A conclusive server failure is NO-GO whatever else holds: every request failed, failures
+    1. A conclusive server failure is NO-GO whatever else holds: answers that contradict themselves
+       (load/consistency.py: two finish_reasons, usage against the stream), every request failed, failures
        beyond doubt above the error rate the SLO allows (its `error_rate`, else the share its
        tightest latency limit leaves room for, never more than half), a latency figure or a
        goodput that failed requests alone put beyond its limit. A client limit can inflate
@@ -299,9 +300,13 @@ def judge(results: list[LoadResult], slo: SloSpec | None, *, from_marker: bool,
     harness = [each(r, _harness_line(r)) for r in results if r.summary.counts.client_errors]
     conclusive = [each(r, line) for r in results for line in _conclusive(r, slo, accounts[id(r)])]
     roomless = [each(r, line) for r in results if (line := _no_room_line(r, slo, accounts[id(r)]))]
-    if conclusive:
-        return Judgement(status="fail", title="SLO not met" if slo is not None else
-                         "the server failed the load", lines=tuple(conclusive), warnings=tuple(
+    # Answers that contradict themselves (two finish_reasons, usage against the stream) are the
+    # server's at any load, SLO or none, whatever the client did (load/consistency.py).
+    inconsistent = [each(r, line) for r in results for line in _inconsistent(r)]
+    if conclusive or inconsistent:
+        title = (("SLO not met" if slo is not None else "the server failed the load") if conclusive
+                 else "the server's answers contradicted themselves under load")
+        return Judgement(status="fail", title=title, lines=(*conclusive, *inconsistent), warnings=tuple(
                              f"also: {b}" for b in (*harness, *bound, *excused, *roomless)))
     if harness:
         return Judgement(status="invalid", title="the client failed on its own (a fault in the "
@@ -495,6 +500,13 @@ def _conclusive(result: LoadResult, slo: SloSpec | None, acc: _Account | None = 
     if rows and counts.failed:
         lines.append(f"failed requests: {_failures(result)}")
     return lines
+
+
+def _inconsistent(result: LoadResult) -> list[str]:
+    """The run's answers that broke a per-request consistency rule, one sentence a rule."""
+    from pytest_inferaccept.load.consistency import findings
+
+    return findings(result.consistency)
 
 
 def _excused_line(result: LoadResult, acc: _Account) -> str:

@@ -433,6 +433,61 @@ class Spread(_Open):
     max: Number | None = None
 
 
+class ConsistencyExample(BaseModel):
+    """One answer that broke a per-request consistency rule, as the findings cite it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(description="the request's index in its run (its line in --inferaccept-records)")
+    problem: Literal["double_finish", "usage_under", "usage_over"]
+    finish_reasons: int
+    finished_choices: int
+    content_events: int
+    reasoning_events: int = 0
+    completion_tokens: int | None = None
+
+
+class LoadConsistency(BaseModel):
+    """Per-request consistency of one run's answers (MLPerf TEST06-style, on the measured traffic itself).
+
+    Every measured streamed answer is checked for exactly one finish_reason per choice; every one
+    with usage for a usage.completion_tokens that agrees with what was streamed: at least one
+    token per content event, and not far more than the run's own packing of tokens into events
+    explains (docs/correctness.md, "Per-request consistency under load")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load: str = Field(default="", description="the load the answers were checked under: c=8, 2 req/s")
+    checked: int = Field(default=0, description="measured streamed answers checked (a whole stream, HTTP "
+                         "200)")
+    double_finish: int = Field(default=0, description="answers with more than one finish_reason for a choice")
+    no_finish: int = Field(default=0, description="answers without any finish_reason: already failed "
+                           "requests (incomplete), judged by the failure rules, counted here as a figure")
+    usage_checked: int = Field(default=0, description="answers with usage.completion_tokens and streamed "
+                               "events")
+    usage_under: int = Field(default=0, description="answers whose completion_tokens is below the content "
+                             "events streamed (each event carries at least one token)")
+    usage_over: int = Field(default=0, description="answers whose completion_tokens is above what the run's "
+                            "packing explains: more than over_factor × tokens_per_interval × the usual "
+                            "intervals the answer's stream took + over_slack")
+    tokens_per_event: Number | None = Field(default=None, description="the median over answers of streamed "
+                                            "tokens per streamed event (null: no usage)")
+    event_interval_s: Number | None = Field(default=None, description="the usual gap between content events: "
+                                            "the median of every gap (null: no timing)")
+    tokens_per_interval: Number | None = Field(default=None, description="the run's packing: the median over "
+                                               "answers of tokens per usual interval their stream took, at "
+                                               "least 1")
+    over_factor: Number = 3
+    over_slack: int = 4
+    examples: list[ConsistencyExample] = Field(default_factory=list, description="the first few answers "
+                                               "that broke a rule")
+
+    @property
+    def violations(self) -> int:
+        """Answers that broke a rule this check judges (a missing finish_reason is judged as a failure)."""
+        return self.double_finish + self.usage_under + self.usage_over
+
+
 class LoadSummary(_Open):
     """What the statistics say about one load run (docs/statistics.md)."""
 
@@ -456,6 +511,8 @@ class LoadSummary(_Open):
     prompt_tokens: Spread | None = None
     output_tokens_per_request: Spread | None = None
     schedule_lag_s: Spread | None = None
+    consistency: LoadConsistency | None = Field(default=None, description="per-request consistency of the "
+                                                "measured answers; null: not measured")
 
     def latency(self, metric: str) -> LatencySummary | None:
         """One metric's figures over every measured request; None where not measured or masked."""
@@ -589,6 +646,89 @@ class LoadSelfcheck(_Open):
     client_check: str | None = Field(default=None, description="strict or warn (--client-check)")
 
 
+GradedStatus = Literal["pass", "fail", "not_enough_data", "cannot_decide"]
+
+
+class StepCorrectness(BaseModel):
+    """Known-answer items answered inside one load (a ladder level, the soak, a push step, the bundled
+    load test) or after it, graded, and paired item by item against their alone answers
+    (docs/correctness.md, "Under load")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    when: Literal["under_load", "after_load"] = Field(description="inside the load, or once it ended")
+    sent: int = Field(default=0, description="item requests sent")
+    compared: int = Field(default=0, description="items answered here and alone (both requests succeeded), "
+                          "the n of every figure below")
+    outside: int = Field(default=0, description="items answered before the load was in flight or after it "
+                         "ended: not compared")
+    failed: int = Field(default=0, description="item requests that failed (an HTTP error, a timeout): not "
+                        "graded, counted with the load's failures' kind")
+    in_flight_min: int | None = Field(default=None, description="the fewest load requests in flight when an "
+                                      "item was sent; null after the load or when the clocks could not be "
+                                      "set side by side")
+    in_flight_mean: Number | None = None
+    correct: int = Field(default=0, description="items answered correctly here")
+    unanswered: int = Field(default=0, description="answers cut by max_tokens before a correct answer")
+    alone_correct: int = Field(default=0, description="the same items answered correctly alone")
+    accuracy_low: Number | None = Field(default=None, description="95% Clopper-Pearson interval of the "
+                                        "accuracy here; null without items compared")
+    accuracy_high: Number | None = None
+    right_to_wrong: int = Field(default=0, description="b: right alone, not right here")
+    wrong_to_right: int = Field(default=0, description="c: not right alone, right here")
+    drop: Number | None = Field(default=None, description="(b - c) / n: the accuracy lost against alone")
+    drop_low: Number | None = None
+    drop_high: Number | None = None
+    p_value: Number | None = Field(default=None, description="exact one-sided McNemar p of the drop")
+    alpha: Number = Field(default=0.05, description="the comparison's share of the 5% allowed for a false "
+                          "NO-GO (Bonferroni over the comparisons of the run)")
+    tolerance: Number = Field(default=0.05, description="the accuracy drop allowed (--correctness-tolerance)")
+    status: GradedStatus = Field(default="not_enough_data", description="the paired verdict of the accuracy")
+    verdict: str = Field(default="", description="the paired verdict in words")
+    identical: int = Field(default=0, description="answers identical to the alone answer")
+    near_ties: int = Field(default=0, description="changed answers that part from alone at a near tie")
+    real_changes: int = Field(default=0, description="changed answers that part from alone at a non-tie")
+    changed_unclassified: int = Field(default=0, description="changed answers no logprobs could classify")
+    logprobs: bool = Field(default=False, description="the server returned logprobs for the compared answers")
+    real_change_share: Number | None = Field(default=None, description="real changes / compared; null "
+                                             "without logprobs (changed vs identical only)")
+    real_change_tolerance: Number = Field(default=0.10, description="--correctness-real-changes")
+    real_change_examples: list[str] = Field(default_factory=list, description="the first real changes: the "
+                                            "item, where its answer parts from alone, both picks")
+    held: bool = Field(default=True, description="no NO-GO here: accuracy not conclusively below alone, "
+                       "real changes within their tolerance")
+    text: str = Field(default="", description="the comparison in one line")
+
+
+class UnderLoadCorrectness(BaseModel):
+    """The known-answer items of one load or capacity scenario: chosen alone, answered at each level and
+    after the load, and what that says (docs/correctness.md, "Under load")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[str] = Field(default_factory=list, description="the ids of the items graded (each answered "
+                             "correctly alone when chosen)")
+    tried: int = Field(default=0, description="items answered alone to find them")
+    asked: int = Field(default=0, description="items the team asked for (--correctness-under-load)")
+    alone_correct: int = Field(default=0, description="right in the second alone pass, the baseline")
+    self_flips: int = Field(default=0, description="items whose grade differed between the two alone passes")
+    self_flip_rate: Number | None = None
+    logprobs: bool = Field(default=False, description="the server returned logprobs for the alone answers")
+    tolerance: Number = 0.05
+    real_change_tolerance: Number = 0.10
+    comparisons: int = Field(default=1, description="paired comparisons the 5% is shared among (levels "
+                             "planned and the after-load pass)")
+    under_load: StepCorrectness | None = Field(default=None, description="the bundled load test: the run's "
+                                               "own comparison (a capacity scenario keeps one on each step)")
+    after: StepCorrectness | None = Field(default=None, description="the items answered once the load ended")
+    held_up_to: Number | None = Field(default=None, description="the highest level, counting up from the "
+                                      "first, where the answers held; null: not even the first")
+    failed_at: Number | None = Field(default=None, description="the first level where they did not")
+    status: Literal["pass", "fail", "not_enough_data"] = "not_enough_data"
+    reasons: list[str] = Field(default_factory=list, description="why the status is fail")
+    text: str = Field(default="", description="the finding line")
+
+
 class LoadResult(_Open):
     """One load run a test made: what was asked, what was measured, how it was judged."""
 
@@ -604,6 +744,8 @@ class LoadResult(_Open):
     server_metrics: dict[str, Any] | None = Field(
         default=None, description="the server's /metrics read before and after the run; left open: each "
         "server names its own metrics")
+    correctness: UnderLoadCorrectness | None = Field(default=None, description="known-answer items graded "
+                                                     "alone, inside this run and after it; null: not graded")
 
 
 CapacityStatus = Literal["pass", "fail", "invalid"]
@@ -640,6 +782,45 @@ class RecoveryMoments(_CapacityPart):
     killed_at_s: Number | None = Field(default=None, description="into the load")
     ready_s: Number | None = Field(default=None, description="from the kill")
     first_good_answer_s: Number | None = Field(default=None, description="from the kill")
+
+
+class RollbackCheck(_CapacityPart):
+    """One smoke check on the server the rollback started."""
+
+    name: str = Field(description="models, chat, stream or health")
+    status: Literal["pass", "fail", "not_served"]
+    text: str
+
+
+class RollbackDrill(_CapacityPart):
+    """The rollback drill: the candidate stopped, the baseline command started, the way back timed.
+
+    Seconds count from the moment the candidate was stopped."""
+
+    command: str = Field(description="the baseline command that was started (keys scrubbed)")
+    pid_stopped: int | None = None
+    pid_started: int | None = None
+    ready_s: Number | None = Field(default=None, description="ready (its readiness paths answer 200)")
+    warmed_s: Number | None = Field(default=None, description="the end of the first answer from which the "
+                                    "answers stay at steady TTFT")
+    in_service_s: Number | None = Field(default=None,
+                                        description="ready, warmed and every smoke check passed")
+    within_s: Number = Field(description="the bound the drill was judged against")
+    start_error: str | None = Field(default=None, description="why the baseline command was not ready")
+    served_models: list[str] = Field(default_factory=list)
+    model: str | None = Field(default=None,
+                              description="the model the warm-up and smoke checks asked for")
+    warm_ttft_s: list[Number] = Field(default_factory=list,
+                                      description="TTFT of each warm-up answer, in order")
+    cold_ttft_s: Number | None = Field(default=None, description="the first answer's TTFT")
+    steady_ttft_s: Number | None = Field(default=None,
+                                         description="the median TTFT of the last half")
+    warm_failures: int = 0
+    checks: list[RollbackCheck] = Field(default_factory=list)
+    restored: bool | None = Field(default=None, description="the candidate started again after the drill "
+                                  "(null: not asked)")
+    restored_s: Number | None = Field(default=None, description="from the start of the restore to ready")
+    restore_error: str | None = None
 
 
 class CapacityStep(_CapacityPart):
@@ -694,6 +875,10 @@ class CapacityStep(_CapacityPart):
     window_s: list[Number] | None = Field(default=None, description="ladder, sweep: the step's start and "
                                           "end on the telemetry sampler's clock (s)")
     recovery: RecoveryMoments | None = Field(default=None, description="recovery: the kill and the way back")
+    consistency: LoadConsistency | None = Field(default=None, description="per-request consistency of the "
+                                                "step's measured answers; null: not measured")
+    correctness: StepCorrectness | None = Field(default=None, description="known-answer items graded inside "
+                                                "the step, paired against alone; null: not graded")
 
 
 class InterferenceStep(CapacityStep):
@@ -795,11 +980,30 @@ WHOLE_RUN_ORDER: Final[tuple[str, ...]] = (
     "failures", "failing", "failure_text")
 """The order of a multi_turn's `overall` keys (any other follows in the model's order)."""
 
-AnyCapacityStep = CapacityStep | InterferenceStep | PrefixStep | TurnStep | LengthStep | LengthNotRun
+class SpikeStep(CapacityStep):
+    """One phase of a spike's timeline (level: the concurrency asked in it), by send time."""
+
+    phase: str = Field(default="", description="before, during or after the spike")
+    start_s: Number | None = Field(default=None, description="the phase's start, seconds into the timeline")
+    end_s: Number | None = Field(default=None, description="the phase's end, seconds into the timeline")
+    rejected_clean: int = Field(default=0, description="429 or 503 answers with Retry-After")
+    rejected_bare: int = Field(default=0, description="429 or 503 answers without Retry-After")
+    timeouts: int = Field(default=0, description="requests the client gave up on (timeout, stall)")
+
+
+class CancelStep(CapacityStep):
+    """A steady measure beside a cancellation burst (level: its concurrency): before the burst, or after."""
+
+    step: str = Field(default="", description="before or after")
+
+
+AnyCapacityStep = (CapacityStep | InterferenceStep | PrefixStep | TurnStep | LengthStep | LengthNotRun
+                   | SpikeStep | CancelStep)
 """A step of any kind; a scenario's kind decides which (`step_type`)."""
 
 STEP_TYPES: Final[dict[str, type[CapacityStep]]] = {
-    "interference": InterferenceStep, "prefix": PrefixStep, "multi_turn": TurnStep, "length": LengthStep}
+    "interference": InterferenceStep, "prefix": PrefixStep, "multi_turn": TurnStep, "length": LengthStep,
+    "spike": SpikeStep, "cancel": CancelStep}
 """The kinds whose steps carry figures of their own; every other kind's are CapacityStep."""
 
 
@@ -1049,6 +1253,137 @@ class RatioInterval(_CapacityPart):
     low_above_any_limit: bool | None = None
 
 
+class SpikeWindow(_CapacityPart):
+    """One window of a spike's timeline, its requests by send time (a failure slower than any limit)."""
+
+    start_s: Number = Field(description="seconds into the timeline")
+    requests: int = 0
+    failed: int = Field(default=0, description="every failure, clean rejections included")
+    ttft: Number | None = Field(default=None, description="the window's TTFT at the judged statistic; null "
+                                "when it falls on a failed request or the window is empty")
+    e2e: Number | None = Field(default=None, description="the same for end-to-end latency")
+    within: bool | None = Field(default=None, description="after the spike: every recovery limit held (null "
+                                "before the spike's end)")
+
+
+class SpikeFigures(_CapacityPart):
+    """What a spike found: its failures, how the server took the extra load, and the way back."""
+
+    spike_start_s: Number = Field(description="the extra load's first send, seconds into the timeline")
+    spike_end_s: Number = Field(description="the extra load's last moment to send")
+    end_s: Number = Field(description="the end of the after phase")
+    requests_during: int = 0
+    failed_during: int = Field(default=0, description="failures during the spike other than clean rejections")
+    failure_share: Number | None = Field(default=None, description="failed_during over requests_during")
+    failure_share_low: Number | None = Field(default=None, description="the low end of its 95% interval")
+    failures_after: int = Field(default=0, description="failures after the spike other than clean rejections")
+    failure_kinds: dict[str, int] = Field(default_factory=dict, description="the failures by kind, "
+                                          "clean rejections apart: 'HTTP 500', 'timeout'")
+    rejected_clean: int = Field(default=0, description="429 or 503 with Retry-After, during and after")
+    rejected_bare: int = Field(default=0, description="429 or 503 without Retry-After (counted as failures)")
+    timeouts: int = 0
+    answered_rate_before: Number | None = Field(default=None, description="answers per second before")
+    answered_rate_during: Number | None = Field(default=None, description="answers per second during")
+    waiting_before: Number | None = Field(default=None, description="the queue gauge's peak before the spike")
+    waiting_during: Number | None = Field(default=None, description="its peak during the spike")
+    queue_source: str | None = Field(default=None, description="the gauge read (null: none served)")
+    handling: Literal["absorbed", "rejected_cleanly", "queued", "slowed", "failed"] = Field(
+        description="how the server took the spike: absorbed it within the limits, shed it with "
+                    "429/503 + Retry-After, let its queue grow past the limits, slowed past them with no "
+                    "queue gauge to tell why, or failed requests")
+    handling_text: str = ""
+    reference: Literal["slo", "pre_spike"] = Field(description="what recovery is judged against: the SLO's "
+                                                   "latency limits, or the pre-spike p95 × the tolerance")
+    limits: dict[str, Number] = Field(default_factory=dict, description="the recovery limits, in seconds, "
+                                      "by metric and statistic (ttft_p95)")
+    reference_text: str = ""
+    recovery_s: Number | None = Field(default=None, description="from the spike's end to the first window "
+                                      "from which every window met the limits; null: not within the after "
+                                      "phase")
+    recovered: bool = False
+    windows: list[SpikeWindow] = Field(default_factory=list)
+
+
+class GaugeWatch(_CapacityPart):
+    """One /metrics gauge around a cancellation burst: at rest before it, at its peak, at the watch's end."""
+
+    role: str = Field(description="running, waiting or kv_cache")
+    metric: str = Field(description="the name read: llamacpp:requests_processing, "
+                        "vllm:num_requests_running, ...")
+    judged: bool = Field(default=True, description="whether its return decides the scenario (KV usage only "
+                         "without a running gauge: a prompt cache may keep it up)")
+    before: Number | None = Field(default=None, description="at rest, just before the burst")
+    peak: Number | None = Field(default=None, description="the largest value read from the burst to the "
+                                "watch's end")
+    at_end: Number | None = Field(default=None, description="the last value read, when the watch ended")
+    returned_s: Number | None = Field(default=None, description="seconds from the last cancel to the first "
+                                      "reading back at its value at rest; null: not within the watch")
+
+
+class CancelFigures(_CapacityPart):
+    """What a burst of cancelled requests left on the server, and how it answered afterwards."""
+
+    gauges_served: bool = Field(description="/metrics served a running, waiting or KV gauge or a generated-"
+                                "tokens counter; false: the request-side figures alone were judged")
+    gauges_absent: str = Field(default="", description="'gauges not served: ...' when they were not")
+    sent: int = 0
+    streamed: int = Field(default=0, description="of them streamed (the rest not)")
+    cut_mid_stream: int = Field(default=0, description="streams closed after their first content chunks")
+    cut_waiting: int = Field(default=0, description="streams closed at the burst's bound before those chunks "
+                             "came (queued, or a slow first token)")
+    closed_early: int = Field(default=0, description="non-streamed requests closed before their answer")
+    answered_before_cancel: int = Field(default=0, description="answers that ended before their cancel point "
+                                        "(nothing to cancel)")
+    failed: int = Field(default=0, description="error answers and broken connections in the burst")
+    failure_kinds: dict[str, int] = Field(default_factory=dict)
+    last_cancel_s: Number | None = Field(default=None, description="from the burst's first send to its last "
+                                         "cancel")
+    gauges: list[GaugeWatch] = Field(default_factory=list)
+    watched_s: Number | None = Field(default=None, description="how long /metrics was read after the last "
+                                     "cancel")
+    returned_s: Number | None = Field(default=None, description="from the last cancel until every judged "
+                                      "gauge was back at rest; null: not within the bound")
+    generated_metric: str | None = Field(default=None, description="the generated-tokens counter read")
+    generated_before: Number | None = Field(default=None, description="at rest before the burst")
+    generated_at_grace: Number | None = Field(default=None, description="at the grace's end after the last "
+                                              "cancel")
+    generated_at_end: Number | None = Field(default=None, description="when the watch ended")
+    generated_after_grace: Number | None = Field(default=None, description="tokens counted after the grace "
+                                                 "with nothing in flight: a server still generating")
+    ttft_p50_before: Number | None = Field(default=None, description="over the answered requests")
+    ttft_p50_after: Number | None = None
+    ttft_ratio: Number | None = Field(default=None, description="after over before")
+    failed_after: int | None = None
+    measured_after: int | None = None
+    after_not_run: str = Field(default="", description="why the measure after the burst was not run")
+    completion_hangs: bool | None = Field(default=None, description="a small completion gave no answer "
+                                          "within the hang timeout")
+    probe: str = Field(default="", description="what that completion saw")
+    health_status: int | None = Field(default=None, description="/health's status meanwhile")
+    health: str = Field(default="", description="what /health answered meanwhile")
+
+
+class CancelParams(_CapacityPart):
+    """What a cancellation burst was asked to do."""
+
+    burst: int
+    share: Number = Field(description="the share of the burst that streams (the rest are not streamed)")
+    after_chunks: int = Field(description="content chunks a stream reads before it is closed")
+    close_after_s: Number = Field(description="seconds a non-streamed request waits before it is closed")
+    bound_s: Number = Field(description="the most seconds the burst lasts: a stream without its chunks by "
+                            "then is closed anyway")
+    max_tokens: int = Field(description="asked by every request of the burst")
+    return_within_s: Number = Field(description="the bound on the gauges' return, from the last cancel")
+    grace_s: Number = Field(description="after the last cancel, before the counter must stand still")
+    quiet_s: Number = Field(description="how long after the grace the counter is watched at least")
+    poll_s: Number
+    concurrency: int = Field(description="of the steady measures before and after")
+    requests: int = Field(description="of each steady measure")
+    ttft_ratio: Number = Field(description="TTFT p50 after may be at most this × before ...")
+    ttft_slack_s: Number = Field(description="... or at most this many seconds above it")
+    hang_timeout_s: Number = Field(description="a completion without an answer by then hangs")
+
+
 class CapacityFindings(_CapacityPart):
     """What a scenario found; which keys are set depends on its kind (named in each)."""
 
@@ -1131,6 +1466,15 @@ class CapacityFindings(_CapacityPart):
     requests_lost: int | None = Field(default=None, description="recovery, documents of the first capacity "
                                       "release only: the closed loop's failed requests (no longer written: "
                                       "see requests_lost_during_outage)")
+    spike: SpikeFigures | None = Field(default=None, description="spike: failures, shedding, queue, "
+                                       "recovery")
+    rollback: RollbackDrill | None = Field(default=None, description="rollback: the drill's moments, warm-up "
+                                           "and smoke checks")
+    cancel: CancelFigures | None = Field(default=None, description="cancel: the gauges and counter around a "
+                                         "cancellation burst, and the answers after it")
+    correctness: UnderLoadCorrectness | None = Field(default=None, description="ladder, soak, push: the "
+                                                     "known-answer items graded alone, at each level and "
+                                                     "after the load")
 
 
 class ExplanationEvidence(_CapacityPart):
@@ -1229,10 +1573,10 @@ class CapacityParams(_CapacityPart):
     basis_caveat: str | None = Field(default=None, description="sweep, soak: the doubt of an unconfirmed "
                                      "knee the levels came from")
     concurrency: int | None = Field(default=None, description="soak, recovery, length, interference, "
-                                    "prefix, multi_turn")
+                                    "prefix, multi_turn; spike: the base")
     duration_s: Number | None = Field(default=None, description="soak, recovery")
-    basis: str | None = Field(default=None, description="soak: where its concurrency came from")
-    window_s: Number | None = Field(default=None, description="soak")
+    basis: str | None = Field(default=None, description="soak, spike: where its concurrency came from")
+    window_s: Number | None = Field(default=None, description="soak, spike")
     drift_tolerance: Number | None = Field(default=None, description="soak")
     memory_tolerance: Number | None = Field(default=None, description="soak")
     alpha: Number | None = Field(default=None, description="soak")
@@ -1247,6 +1591,19 @@ class CapacityParams(_CapacityPart):
     answer_within_s: Number | None = Field(default=None, description="recovery")
     poll_s: Number | None = Field(default=None, description="recovery")
     hang_grace_s: Number | None = Field(default=None, description="recovery")
+    factor: Number | None = Field(default=None, description="spike: the concurrency during it over the base")
+    before_s: Number | None = Field(default=None, description="spike: seconds at the base before it")
+    hold_s: Number | None = Field(default=None, description="spike: seconds it is held")
+    after_s: Number | None = Field(default=None, description="spike: seconds at the base after it")
+    recover_within_s: Number | None = Field(default=None, description="spike: the bound on the way back")
+    max_failure_share: Number | None = Field(default=None, description="spike: failures allowed during it "
+                                             "(clean rejections apart)")
+    tolerance: Number | None = Field(default=None, description="spike without SLO latency limits: recovered "
+                                     "within the pre-spike p95 × this")
+    within_s: Number | None = Field(default=None,
+                                    description="rollback: the bound on the way back to service")
+    warm_requests: int | None = Field(default=None, description="rollback: answers sent to see TTFT settle")
+    cancel: CancelParams | None = Field(default=None, description="cancel")
     context_window: int | None = Field(default=None, description="push_length, length, multi_turn")
     input_buckets: list[str] | None = Field(default=None, description="length")
     output_buckets: list[str] | None = Field(default=None, description="length")

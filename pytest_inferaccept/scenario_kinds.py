@@ -45,6 +45,9 @@ KINDS: tuple[ScenarioKind, ...] = (
     ScenarioKind("multi_turn", "multi_turn", "multi_turn"),
     ScenarioKind("headroom", "headroom", "headroom", title="Headroom over the recorded traffic", unit="speed",
                  reading="climb"),
+    ScenarioKind("spike", "spike", "spike", title="Traffic spike"),
+    ScenarioKind("cancel", "cancel", "cancel", title="Cancellation hygiene"),
+    ScenarioKind("rollback", "rollback", "rollback", title="Rollback drill"),
 )
 
 NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)

@@ -83,6 +83,11 @@ class CorrectnessSettings:
     """The paired gate's tolerance as a fraction (given in points)."""
     drift_tolerance: float | None = 0.02
     """The drift tier's tolerance, nats of mean |Δ logprob| beyond the self-drift; None: not judged."""
+    under_load_items: int = 12
+    """Known-answer items graded inside the bundled load and capacity runs (--correctness-under-load);
+    0: not graded."""
+    real_change_tolerance: float = 0.10
+    """The share of a level's items whose answer may change at a non-tie (--correctness-real-changes)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,7 +275,8 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None, *,
 
 def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
     """--correctness-set (a file), --correctness-min (a fraction), --correctness-tolerance (points),
-    --correctness-drift-tolerance (nats, or off)."""
+    --correctness-drift-tolerance (nats, or off), --correctness-under-load (items),
+    --correctness-real-changes (percent)."""
     set_raw = lookup("correctness_set")
     floor_raw = lookup("correctness_min")
     floor: float | None = None
@@ -300,8 +306,21 @@ def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
         if not 0 <= drift < 10:
             raise SettingsError(f"--correctness-drift-tolerance must be nats of mean |Δ logprob| between 0 "
                                 f"and 10 (default 0.02), or off, got {drift_raw!r}")
+    items_raw = (lookup("correctness_under_load") or "12").strip()
+    if not items_raw.isdigit() or int(items_raw) > 200:
+        raise SettingsError(f"--correctness-under-load must be a number of items from 0 (off) to 200 "
+                            f"(default 12), got {items_raw!r}")
+    real_raw = lookup("correctness_real_changes") or "10"
+    try:
+        real = float(real_raw)
+    except ValueError:
+        real = float("nan")
+    if not 0 <= real <= 100:
+        raise SettingsError(f"--correctness-real-changes must be a percentage of a level's items between 0 "
+                            f"and 100 (default 10), got {real_raw!r}")
     return CorrectnessSettings(set_path=Path(set_raw) if set_raw and set_raw.strip() else None,
-                               floor=floor, tolerance=tolerance / 100, drift_tolerance=drift)
+                               floor=floor, tolerance=tolerance / 100, drift_tolerance=drift,
+                               under_load_items=int(items_raw), real_change_tolerance=real / 100)
 
 
 def _stall_timeout(raw: str | None, request_timeout: float) -> float | None:

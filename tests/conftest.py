@@ -23,7 +23,11 @@ from pytest_inferaccept.fake import FakeServer
 pytest_plugins = ["pytester"]
 
 _HEAVY_LIBRARIES = ("hypothesis", "hypothesis.strategies", "jsonschema", "openai", "jinja2", "pydantic",
-                    "prometheus_client.parser")
+                    "prometheus_client.parser",
+                    # matplotlib's compiled parts stay loaded when an inner run drops its Python
+                    # modules; a second copy of those then fails its own type checks mid-chart
+                    # ("Invalid arguments to set_clip_path, of type Rectangle").
+                    "matplotlib", "matplotlib.figure", "matplotlib.backends.backend_svg")
 
 
 def _preload() -> None:

@@ -46,8 +46,8 @@ def test_every_registered_kind_has_its_module_and_a_way_to_start_it() -> None:
     for kind in KINDS:
         module = importlib.import_module(f"pytest_inferaccept.capacity.{kind.module}")
         assert hasattr(CapacityRunner, kind.method) or hasattr(module, "start"), kind
-    with pytest.raises(ValueError, match="no capacity scenario of kind 'spike'; known: ladder, sweep"):
-        by_name("spike")
+    with pytest.raises(ValueError, match="no capacity scenario of kind 'tsunami'; known: ladder, sweep"):
+        by_name("tsunami")
 
 
 def test_the_headroom_is_the_highest_speed_of_the_recorded_traffic_meeting_the_slo(

@@ -155,11 +155,12 @@ def test_against_a_server_url_the_recovery_is_skipped(pytester: pytest.Pytester,
     args = ("--pyargs", "pytest_inferaccept.suites.test_capacity_recovery", "--server-url", fake_server.url,
             "-p", "no:cacheprovider", "-rs")
     result = pytester.runpytest_inprocess(*args, "--capacity")
-    result.assert_outcomes(skipped=1)
+    result.assert_outcomes(skipped=2)  # the recovery and the rollback drill: no launched server
     result.stdout.fnmatch_lines(["*failure recovery needs a server the plugin launched "
-                                 "(--server-cmd or --server-preset)*"])
+                                 "(--server-cmd or --server-preset)*",
+                                 "*the rollback drill needs a server the plugin launched*"])
     result = pytester.runpytest_inprocess(*args)
-    result.assert_outcomes(skipped=1)
+    result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*capacity scenarios run with --capacity (they take minutes)*"])
 
 

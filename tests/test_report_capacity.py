@@ -276,12 +276,13 @@ def test_server_text_in_a_scenario_is_printed_as_text(document: dict[str, Any]) 
 
 def test_an_unknown_kind_of_scenario_is_still_shown(document: dict[str, Any]) -> None:
     extra = copy.deepcopy(_scenario(document, "push"))
-    extra.update(kind="spike", headline="held a burst of 64 at once", findings={}, steps=[], explanations=[])
+    extra.update(kind="tsunami", headline="held a burst of 64 at once", findings={}, steps=[],
+                 explanations=[])
     document["tests"][-1]["capacity"].append(extra)
     page = Page(render(document))
     assert "capacity-6" in page.ids
-    assert " ".join(page.text_of["capacity-6"].split()).startswith("pass spike")
-    assert "Spike (test_prompt_length_boundary): held a burst of 64 at once." in answer(load(document))
+    assert " ".join(page.text_of["capacity-6"].split()).startswith("pass tsunami")
+    assert "Tsunami (test_prompt_length_boundary): held a burst of 64 at once." in answer(load(document))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install "

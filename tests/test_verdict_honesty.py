@@ -124,8 +124,10 @@ def test_a_server_failing_most_requests_fast_is_no_go_not_a_client_bound_invalid
         pytester: pytest.Pytester, mostly_500: str) -> None:
     # strict client check (the default): fast 500s leave slots idle for a moment, which once made
     # the run "client-bound"; the client kept up, and the server's failures decide
+    # --correctness-under-load 0: items sent beside the load would take numbers of the fake's 80% share
     result = _bundled(pytester, mostly_500, "--slo", "ttft_p95=0.5", "--load-concurrency", "4",
-                      "--load-requests", "100", "--inferaccept-html", "r.html")
+                      "--load-requests", "100", "--inferaccept-html", "r.html",
+                      "--correctness-under-load", "0")
     out = result.stdout.str()
     assert result.ret == 1, out
     assert "VERDICT: NO-GO" in out

@@ -13,6 +13,7 @@ Nothing here imports pytest.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from pytest_inferaccept.run.testload import NotApplicable, TestLedger
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.sampler import Sampler
     from pytest_inferaccept.capacity.scenarios import CapacityResult
+    from pytest_inferaccept.correctness.under_load import UnderLoad
     from pytest_inferaccept.load import LoadRun, LoadSpec, Workload
     from pytest_inferaccept.markers import SloSpec
     from pytest_inferaccept.model import CapacityKnee
@@ -66,7 +68,7 @@ class CapacityRunner:
     def __init__(self, *, server: ServerUnderTest, settings: Settings, slo: SloSpec | None, label: str,
                  ledger: TestLedger, checked_spec: Callable[[dict[str, Any]], LoadSpec],
                  result: Callable[[LoadRun, str], LoadResult], launched_pid: int | None = None,
-                 restart: Callable[[], dict[str, Any]] | None = None) -> None:
+                 restart: Callable[..., dict[str, Any]] | None = None) -> None:
         self.server = server
         self.settings = settings
         self.slo = slo
@@ -82,6 +84,8 @@ class CapacityRunner:
         self._launched_pid = launched_pid
         self._restart = restart
         """Kill and restart the launched server (the session's); None when the plugin did not launch it."""
+        self._under_load: UnderLoad | None = None
+        """The known-answer items sent beside each load while `graded()` is open (None: not graded)."""
 
     def scenario(self, kind: str, **options: Any) -> CapacityResult:
         """Start a scenario by its kind (scenario_kinds.py): its method here, else its module's
@@ -104,12 +108,59 @@ class CapacityRunner:
         label = f"{self.label}[{tag}]"
         spec = self._spec_for(kwargs)
         try:
-            run = run_load(spec)
+            run = self._beside(label, spec) if self._under_load is not None else run_load(spec)
         except LoadInterrupted as stopped:
             self.ledger.keep_records(label, stopped.run)  # what was measured is kept
             raise
         self.ledger.keep_records(label, run)
         return self._run_result(run, label)
+
+    def _beside(self, label: str, spec: LoadSpec) -> LoadRun:
+        """run_load(spec) with the known-answer items sent beside it, then placed on its clock. A single
+        request in flight is the alone baseline itself: nothing is sent beside it (it would double it)."""
+        from pytest_inferaccept.load import run_load
+
+        grading = self._under_load
+        if grading is None or (spec.concurrency is not None and spec.concurrency <= 1):
+            return run_load(spec)
+        level = spec.concurrency if spec.concurrency is not None else spec.rate
+        with grading.beside(label, level) as sender:
+            run = run_load(spec)
+        grading.keep(sender, run)
+        return run
+
+    @contextmanager
+    def graded(self, *, levels: int = 1, spread_over: float | None = None) -> Iterator[UnderLoad | None]:
+        """Known-answer items graded beside the loads run inside the block (docs/correctness.md, "Under
+        load"): chosen and answered alone on entry, sent beside each load, answered again on a normal
+        exit; `levels` is how many loads the block plans (they share the 5% of a false NO-GO),
+        `spread_over` the seconds of a single long load to spread them over. Yields the session, or
+        None when --correctness-under-load is 0 or the set cannot be read (said, not graded)."""
+        from pytest_inferaccept.correctness.items import ItemSetError, load_bundled, load_items
+        from pytest_inferaccept.correctness.under_load import UnderLoad
+
+        chosen = self.settings.correctness
+        if not chosen.under_load_items or self._under_load is not None:
+            yield None
+            return
+        try:
+            pool = load_bundled() if chosen.set_path is None else load_items(chosen.set_path)
+        except ItemSetError as exc:
+            self.say(f"inferaccept: answers under load not graded: {exc}")
+            yield None
+            return
+        grading = UnderLoad(base_url=self.server.base_url, model=self.server.model, pool=pool,
+                            count=chosen.under_load_items, tolerance=chosen.tolerance,
+                            real_change_tolerance=chosen.real_change_tolerance, comparisons=levels,
+                            api_key=self.settings.api_key, timeout=self.settings.request_timeout,
+                            spread_over=spread_over, say=self.say)
+        grading.before()
+        self._under_load = grading if grading.chosen else None
+        try:
+            yield grading
+        finally:
+            self._under_load = None
+        grading.after()
 
     def sampler(self, interval: float = 1.0) -> Sampler:
         """Telemetry beside a scenario: /metrics gauges, the launched process's memory, GPUs."""
@@ -140,18 +191,31 @@ class CapacityRunner:
 
     def ladder(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
                duration: float | None = None, settle: int | None = None, min_concurrency: int | None = None,
-               workload: str | Path | Workload | None = None) -> CapacityResult:
-        """Closed loop at each concurrency level until the breaker: knee and highest SLO-compliant level."""
+               workload: str | Path | Workload | None = None, graded: bool = False) -> CapacityResult:
+        """Closed loop at each concurrency level until the breaker: knee and highest SLO-compliant level.
+
+        `graded`: known-answer items graded at every level (`graded()`), the highest level where the
+        answers held beside the knee."""
         from pytest_inferaccept.capacity.ladder import ladder
 
         cap = self.settings.capacity
-        return self._record(ladder(
-            self.measure_step, self.sampler(), levels=tuple(levels or cap.ladder),
+        chosen = tuple(levels or cap.ladder)
+        return self._record(self._maybe_graded(graded, len(chosen), lambda: ladder(
+            self.measure_step, self.sampler(), levels=chosen,
             requests=requests or self.step_requests(), duration=duration or cap.step_duration,
             settle=cap.settle if settle is None else settle, slo=self.slo,
             breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
             min_level=min_concurrency or cap.min_concurrency, label=self.label, workload=workload,
-            say=self.say))
+            say=self.say)))
+
+    def _maybe_graded(self, graded: bool, levels: int, make: Callable[[], CapacityResult],
+                      spread_over: float | None = None) -> CapacityResult:
+        """The scenario `make()` runs, with known-answer items graded beside its loads when `graded`."""
+        if not graded:
+            return make()
+        with self.graded(levels=levels, spread_over=spread_over) as grading:
+            result = make()
+        return grading.apply(result) if grading is not None else result
 
     def step_requests(self) -> int:
         """Requests per capacity step: --capacity-step-requests, else the count the SLO plans for; says up
@@ -198,12 +262,14 @@ class CapacityRunner:
             knee=knee, say=self.say))
 
     def soak(self, *, concurrency: int | None = None, duration: float, basis: str = "as asked",
-             plan: SoakPlan | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
+             plan: SoakPlan | None = None, workload: str | Path | Workload | None = None,
+             graded: bool = False) -> CapacityResult:
         """A long run at one concurrency: latency drift, memory growth, error onset, projected to the horizon.
 
         The horizon and the memory the server has come from --soak-horizon and --memory-limit.
         Given the plan `soak_level()` returned, its concurrency, basis and the ladder knee it came
-        from (said when unconfirmed) are the soak's.
+        from (said when unconfirmed) are the soak's. `graded`: known-answer items spread over the
+        soak (`graded()`).
         """
         if plan is not None:
             concurrency, basis = plan.concurrency if concurrency is None else concurrency, plan.basis
@@ -214,25 +280,30 @@ class CapacityRunner:
         cap = self.settings.capacity
         # At least 60 memory samples, so that each third of a short soak can be judged on its own.
         interval = min(1.0, max(0.2, duration / 60))
-        return self._record(soak(
-            self.measure_step, self.sampler(interval), concurrency=concurrency, duration=duration,
+        level = concurrency
+        return self._record(self._maybe_graded(graded, 1, lambda: soak(
+            self.measure_step, self.sampler(interval), concurrency=level, duration=duration,
             slo=self.slo, drift_tolerance=cap.drift_tolerance, memory_tolerance=cap.memory_tolerance,
             alpha=0.01, label=self.label, workload=workload, basis=basis,
             knee=plan.knee if plan is not None else None, horizon=cap.soak_horizon,
-            memory_limit=cap.memory_limit, say=self.say))
+            memory_limit=cap.memory_limit, say=self.say), spread_over=duration))
 
     def push(self, levels: list[int] | tuple[int, ...] | None = None, *, requests: int | None = None,
-             duration: float | None = None, workload: str | Path | Workload | None = None) -> CapacityResult:
-        """Raise concurrency until errors or latency cross the breaker; graceful shedding or a fall?"""
+             duration: float | None = None, workload: str | Path | Workload | None = None,
+             graded: bool = False) -> CapacityResult:
+        """Raise concurrency until errors or latency cross the breaker; graceful shedding or a fall?
+
+        `graded`: known-answer items graded at each step and after the push (`graded()`): answers
+        that go wrong before the breaker trips, or stay wrong after it, are a NO-GO."""
         from pytest_inferaccept.capacity.push import push
 
         cap = self.settings.capacity
         chosen = tuple(levels or _doubling(max(cap.ladder), cap.push_max))
-        return self._record(push(
+        return self._record(self._maybe_graded(graded, len(chosen), lambda: push(
             self.measure_step, self.alive, levels=chosen, requests=requests or 40,
             duration=duration or cap.step_duration, breaker_errors=cap.breaker_error_rate,
             breaker_latency_s=cap.breaker_latency, request_timeout=self.settings.request_timeout,
-            label=self.label, workload=workload, say=self.say))
+            label=self.label, workload=workload, say=self.say)))
 
     def push_length(self, lengths: list[int] | tuple[int, ...] | None = None, *,
                     requests: int = 3) -> CapacityResult:
@@ -368,6 +439,22 @@ class CapacityRunner:
             concurrency=concurrency or self.settings.load.concurrency, duration=duration,
             kill_after=kill_after, request_timeout=self.settings.request_timeout, label=self.label,
             say=self.say))
+
+    @property
+    def can_relaunch(self) -> bool:
+        """True when the plugin launched the server, so a scenario may stop and start it."""
+        return self._restart is not None
+
+    def relaunch(self, command: str | tuple[str, ...] | None = None,
+                 why: str = "failure recovery", drill: bool = False) -> dict[str, Any]:
+        """Kill the launched server and start `command` on its port (None: its own command again).
+
+        The session's restart (run/servers.py `restart_chat_server`): its answer holds the
+        monotonic moments, the pids and the command stopped. NotApplicable when the plugin did not
+        launch the server. With `drill`, a command that does not become ready is no outage."""
+        if self._restart is None:
+            raise NotApplicable(RECOVERY_NEEDS_LAUNCH)
+        return self._restart(command, why, drill)
 
 
 RECOVERY_NEEDS_LAUNCH = ("failure recovery needs a server the plugin launched "

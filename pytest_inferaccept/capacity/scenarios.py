@@ -80,23 +80,31 @@ def conclude(
     step the scenario is invalid for it, and its own `judged` findings say nothing about the
     server, so they are left out (those that fail are kept after it with `failures_when_bound`).
     Otherwise any "fail" judgement fails the scenario, else any "invalid" one makes it invalid.
-    `slo` is the SLO its steps were judged with, recorded beside the result.
+    `slo` is the SLO its steps were judged with, recorded beside the result. A step whose answers
+    broke a per-request consistency rule (load/consistency.py) fails the scenario the same way.
     """
+    from pytest_inferaccept.load.consistency import findings as inconsistent
     from pytest_inferaccept.scenario_kinds import by_name
 
     by_name(kind)  # a kind the results, the report and the runner know of: registered, or an error here
+    # Answers that contradict themselves (two finish_reasons, usage against the stream) are the
+    # server's fault at any load and whatever the client did: they fail the scenario like `failing`.
+    broken = [line for step in steps if step.consistency is not None
+              for line in inconsistent(step.consistency)]
     reasons = [failing] if failing else []
+    reasons += broken
+    lead = failing or (broken[0] if broken else "")
     if bound:
         reasons.append(bound)
         own = [why for status, why in judged if status == "fail"] if failures_when_bound else []
     else:
         own = [why for _, why in judged]
     reasons += own
-    status: Status = ("fail" if failing else "invalid" if bound
+    status: Status = ("fail" if lead else "invalid" if bound
                       else "fail" if any(s == "fail" for s, _ in judged)
                       else "invalid" if judged else "pass")
     return CapacityScenario(
-        kind=kind, label=label, status=status, headline=f"{failing}; {headline}" if failing else headline,
+        kind=kind, label=label, status=status, headline=f"{lead}; {headline}" if lead else headline,
         reasons=reasons, findings=findings if findings is not None else CapacityFindings(), steps=list(steps),
         explanations=list(explanations), series=series if series is not None else CapacitySeries(),
         telemetry=telemetry, notes=list(notes), params=params, slo=slo.to_json() if slo is not None else None)
@@ -172,6 +180,7 @@ def step_row(level: float, result: LoadResult, peaks: Mapping[str, float] | None
         ttft_p50=answered("ttft", "p50"), ttft_p95=answered("ttft", "p95"), ttft_p99=answered("ttft", "p99"),
         e2e_p50=answered("e2e", "p50"), e2e_p95=answered("e2e", "p95"), e2e_p99=answered("e2e", "p99"),
         itl_p50=answered("itl", "p50"), itl_p95=answered("itl", "p95"), itl_p99=answered("itl", "p99"),
+        consistency=result.consistency,
     )
 
 

@@ -62,6 +62,21 @@ def main(argv: list[str] | None = None) -> int:
                                "500 (no Retry-After); default 503")
     capacity.add_argument("--overload-hang", action="store_true",
                           help="an overloaded request is never answered (the client gives up)")
+    capacity.add_argument("--spike-unbounded-queue", action="store_true",
+                          help="with --slots: never refuse a request for load (--max-queue ignored): a "
+                               "spike's requests all queue")
+    capacity.add_argument("--slow-recovery", type=float, default=0.0, metavar="SECONDS",
+                          help="with --slots: for SECONDS once no request has waited for a slot for 0.5 s, "
+                               "TTFT and token delays are 4 times longer (slow to recover from a spike)")
+    capacity.add_argument("--cancel-keeps-generating", action="store_true",
+                          help="a fault: after a client disconnects, its answer goes on generating unseen "
+                               "up to max_tokens, holding its slot (the generated-tokens counter rises)")
+    capacity.add_argument("--cancel-leaks-slot", action="store_true",
+                          help="a fault: a request whose client disconnected keeps its slot for ever "
+                               "(running +1 each; with --slots, capacity shrinks)")
+    capacity.add_argument("--cancel-deadlock", action="store_true",
+                          help="a fault: after the first disconnect mid-stream, every later completion "
+                               "hangs while /health and /v1/models answer 200")
     capacity.add_argument("--kv-cache-tokens", type=int, default=0, metavar="N",
                           help="vllm:kv_cache_usage_perc = prompt + generated tokens of the generating "
                                "requests / N, capped at 1.0 (0: off, the gauge stays 0)")
@@ -92,6 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     verdict.add_argument("--reasoning-field", default="reasoning_content", choices=REASONING_FIELDS,
                          help="the field reasoning text travels in: reasoning_content (default), "
                               "reasoning (vLLM's newer name) or both")
+    wrong = parser.add_argument_group(
+        "correctness knobs", "known answers (sums, products, \"repeat exactly\") that go wrong with the load")
+    wrong.add_argument("--wrong-above-inflight", type=int, default=None, metavar="N",
+                       help="known answers are wrong while more than N chat requests are in the server")
+    wrong.add_argument("--stays-wrong-after-overload", type=int, default=None, metavar="N",
+                       help="once more than N chat requests were in the server at once, every later known "
+                            "answer is wrong, alone too")
+    consistent = parser.add_argument_group(
+        "consistency knobs", "streamed answers that contradict themselves with the load (off by default)")
+    consistent.add_argument("--double-finish-under-load", type=int, default=None, metavar="N",
+                            help="while more than N chat requests are in the server, streams send their "
+                                 "finish_reason chunk twice")
+    consistent.add_argument("--usage-miscount-under-load", type=int, default=None, metavar="N",
+                            help="while more than N chat requests are in the server, streamed usage reports "
+                                 "a quarter of the completion tokens streamed")
     args = parser.parse_args(argv)
     served = tuple(m.strip() for m in (args.served_models or "").split(",") if m.strip())
     if args.served_models is not None and not served:
@@ -109,12 +139,20 @@ def main(argv: list[str] | None = None) -> int:
                             memory_growth=args.memory_growth, cache_fill=args.cache_fill,
                             cache_fill_requests=args.cache_fill_requests, max_queue=args.max_queue,
                             overload_status=args.overload_status, overload_hang=args.overload_hang,
+                            spike_unbounded_queue=args.spike_unbounded_queue,
+                            slow_recovery=args.slow_recovery,
+                            cancel_keeps_generating=args.cancel_keeps_generating,
+                            cancel_leaks_slot=args.cancel_leaks_slot, cancel_deadlock=args.cancel_deadlock,
                             kv_cache_tokens=args.kv_cache_tokens,
                             prefill_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache,
                             slow_fraction=args.slow_fraction, slow_ttft=args.slow_ttft,
                             error_fraction=args.error_fraction, error_status=args.error_status,
                             reasoning_tokens=args.reasoning_tokens, metrics_names=args.metrics_names,
-                            reasoning_field=args.reasoning_field)
+                            reasoning_field=args.reasoning_field,
+                            double_finish_under_load=args.double_finish_under_load,
+                            usage_miscount_under_load=args.usage_miscount_under_load,
+                            wrong_above_inflight=args.wrong_above_inflight,
+                            stays_wrong_after_overload=args.stays_wrong_after_overload)
     except ValueError as exc:
         parser.error(str(exc))
     asyncio.run(_serve(config, args.host, args.port, args.startup_delay))

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_inferaccept.fake import conformance, generation, hostile, messages, textgen, traffic, validation
-from pytest_inferaccept.fake.config import FakeConfig
+from pytest_inferaccept.fake.config import RECOVERY_QUIET_S, SLOW_RECOVERY_FACTOR, FakeConfig
 from pytest_inferaccept.fake.messages import create_message
 from pytest_inferaccept.fake.metrics import MetricsState
 from pytest_inferaccept.fake.responses import input_tokens_handler, responses_handler
@@ -34,13 +34,15 @@ from pytest_inferaccept.fake.validation import ApiError
 class _Generation:
     """One request holding a slot: its tokens (for the KV-cache gauge) and its first-token delay."""
 
-    __slots__ = ("completion_tokens", "generated", "prompt_tokens", "ttft")
+    __slots__ = ("completion_tokens", "finished", "generated", "prompt_tokens", "ttft")
 
     def __init__(self, prompt_tokens: int, completion_tokens: int) -> None:
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self.generated = 0
         """Tokens generated so far."""
+        self.finished = False
+        """Its answer was counted as finished (its tokens are in the generated-tokens counter)."""
         self.ttft = 0.0
         """Seconds from getting the slot to the first token (set when the slot is taken)."""
 
@@ -72,6 +74,14 @@ class State:
         """The chat requests in the server now (for empty_under_concurrency)."""
         self.drawn = 0
         """Chat and completions requests numbered so far (for slow_fraction and error_fraction)."""
+        self.queued_at = -math.inf
+        """When a request last got its slot after waiting for it (for slow_recovery)."""
+        self.broken = False
+        """An overload left the known answers wrong for good (stays_wrong_after_overload)."""
+        self.deadlocked = False
+        """Set by cancel_deadlock at the first disconnect mid-stream: every later completion hangs."""
+        self.unseen: set[asyncio.Task[None]] = set()
+        """Answers generating after their client left (cancel_keeps_generating), kept until done."""
 
     def kv_usage(self) -> float:
         """The KV-cache gauge: prompt + generated tokens of the generating requests over the cache
@@ -85,13 +95,21 @@ class State:
     def overloaded(self) -> bool:
         """True when a request arriving now finds the slots and the queue full (max_queue)."""
         limit = self.config.max_queue
-        if limit is None or not self.slot_count:
+        if limit is None or not self.slot_count or self.config.spike_unbounded_queue:
             return False
         return self.metrics.running + self.metrics.waiting >= self.slot_count + limit
 
     def token_delay(self) -> float:
         """Seconds to the next token, for the generations in progress now."""
-        return generation.token_delay(self.config, self.metrics.running)
+        return generation.token_delay(self.config, self.metrics.running) * self.recovering()
+
+    def recovering(self) -> float:
+        """SLOW_RECOVERY_FACTOR for `slow_recovery` seconds once no request has had to wait for a slot for
+        RECOVERY_QUIET_S (the spike is over); else 1 (the spike itself is served at the usual pace)."""
+        since = time.monotonic() - self.queued_at
+        late = (self.config.slow_recovery and not self.metrics.waiting
+                and RECOVERY_QUIET_S <= since < RECOVERY_QUIET_S + self.config.slow_recovery)
+        return SLOW_RECOVERY_FACTOR if late else 1.0
 
     def draw(self) -> tuple[bool, bool]:
         """Number the next chat/completions request: is it (slow, failed)? Both shares are spread
@@ -207,7 +225,7 @@ def _response_model(cfg: FakeConfig) -> str:
 
 async def _hang_if_asked(state: State) -> None:
     faults = state.config.faults
-    if "hang_completions" in faults or "health_lies" in faults:
+    if "hang_completions" in faults or "health_lies" in faults or state.deadlocked:
         await asyncio.sleep(3600)
 
 
@@ -228,6 +246,12 @@ async def _overload_answer(state: State) -> web.Response:
         err = ApiError(503, "The server is overloaded; retry later", type="server_error",
                        code="server_overloaded")
     return web.json_response(err.body(), status=err.status, headers={"Retry-After": "1"})
+
+
+def _limit_of(body: Mapping[str, Any]) -> int | None:
+    """The request's max_completion_tokens or max_tokens (None: not asked)."""
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    return limit if isinstance(limit, int) and limit > 0 else None
 
 
 def _count_completion(state: State) -> None:
@@ -344,6 +368,7 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
     prefix = generation.prompt_prefix(body["messages"]) if remembered else None
     generation.load_faults(choices, cfg.faults, body, in_flight=len(state.flights),
                            warm_prefix=prefix is not None and prefix in state.prefixes)
+    state.broken = generation.wrong_when_busy(choices, cfg, in_flight=len(state.flights), broken=state.broken)
     if "empty_under_concurrency" in cfg.faults and await traffic.crowded(flight):
         return await _empty_chat(request, state, body, prompt_tokens)
     if state.overloaded():
@@ -358,7 +383,8 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
     cid = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     completion_tokens = sum(c.completion_tokens for c in choices)
-    async with _slot(state, prompt_tokens, completion_tokens, prefix) as gen:
+    async with _slot(state, prompt_tokens, completion_tokens, prefix, limit=_limit_of(body),
+                     stream=bool(body.get("stream"))) as gen:
         start = time.monotonic()
         if slow:
             gen.ttft += cfg.slow_ttft
@@ -367,7 +393,7 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
             return await _stream_chat(request, state, body, choices, prompt_tokens, cid, created,
                                       want_logprobs, top, start, gen, marks)
         longest = max((len(c.reasoning) + len(c.pieces) for c in choices), default=0)
-        await _sleep_generation(state, gen, longest)
+        await _sleep_generation(state, gen, longest, request)
         out_choices = []
         for c in choices:
             message: dict[str, Any] = {"role": "assistant",
@@ -382,6 +408,7 @@ async def _chat_completions(request: web.Request, flight: traffic.Flight) -> web
                 "index": c.index, "message": message, "finish_reason": c.finish_reason,
                 "logprobs": generation.logprobs_for(c, top) if want_logprobs else None,
             })
+        gen.finished = True
         state.metrics.request_finished(prompt_tokens, completion_tokens,
                                        ttft=gen.ttft, e2e=time.monotonic() - start)
         return web.json_response(conformance.chat_response({
@@ -417,15 +444,19 @@ class _slot:
     slot is free, then as running (with its tokens in the KV cache) until the answer is done."""
 
     def __init__(self, state: State, prompt_tokens: int, completion_tokens: int,
-                 prefix: str | None = None) -> None:
+                 prefix: str | None = None, *, limit: int | None = None, stream: bool = False) -> None:
         self.state = state
         self.sem = state.slots
         self.gen = _Generation(prompt_tokens, completion_tokens)
         self.prefix = prefix
+        self.limit = limit
+        """The request's max_tokens (None: not asked), where cancel_keeps_generating stops."""
+        self.stream = stream
 
     async def __aenter__(self) -> _Generation:
         state, metrics = self.state, self.state.metrics
         queued = time.monotonic()
+        waited = self.sem is not None and self.sem.locked()
         metrics.request_queued()
         try:
             if self.sem is not None:
@@ -441,30 +472,90 @@ class _slot:
         self.gen.ttft = generation.first_token_delay(cfg, running=metrics.running,
                                                      uptime=time.monotonic() - state.born,
                                                      prompt_tokens=self.gen.prompt_tokens, prefix_hit=hit)
+        if waited:
+            state.queued_at = time.monotonic()
+        self.gen.ttft *= state.recovering()
         state.active.add(self.gen)
         return self.gen
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        state, gen, cfg = self.state, self.gen, self.state.config
+        gone = kind is not None and issubclass(kind, (ConnectionError, asyncio.CancelledError))
+        if gone and not gen.finished:
+            # The client left mid-answer: an honest server stops here and counts what it generated.
+            if cfg.cancel_deadlock and self.stream and gen.generated:
+                state.deadlocked = True
+            if cfg.cancel_leaks_slot:
+                return  # the slot, its running count and its KV-cache tokens are never given back
+            if cfg.cancel_keeps_generating:
+                task = asyncio.get_running_loop().create_task(self._generate_unseen())
+                state.unseen.add(task)
+                task.add_done_callback(state.unseen.discard)
+                return
+            state.metrics.count_generated(gen.generated)
+        self._release()
+
+    def _release(self) -> None:
         self.state.active.discard(self.gen)
         self.state.metrics.request_ended()
         if self.sem is not None:
             self.sem.release()
 
+    async def _generate_unseen(self) -> None:
+        """cancel_keeps_generating: the answer goes on to max_tokens unread, then the slot is freed."""
+        state, gen = self.state, self.gen
+        state.metrics.count_generated(gen.generated)
+        try:
+            for _ in range(max((self.limit or gen.completion_tokens) - gen.generated, 0)):
+                await asyncio.sleep(max(state.token_delay(), 0.01))
+                gen.generated += 1
+                state.metrics.count_generated(1)
+        finally:
+            self._release()
 
-async def _sleep_generation(state: State, gen: _Generation, tokens: int) -> None:
-    """Wait as long as a non-streamed answer of `tokens` tokens takes to generate."""
+
+async def _sleep_generation(state: State, gen: _Generation, tokens: int,
+                            request: web.Request | None = None) -> None:
+    """Wait as long as a non-streamed answer of `tokens` tokens takes to generate; given the request,
+    stop (ConnectionResetError) soon after its client disconnects, as a server checking between steps."""
     cfg = state.config
     if not (cfg.batch_slowdown or cfg.kv_cache_tokens):
         delay = gen.ttft + cfg.itl * max(tokens - 1, 0)
-        if delay > 0:
-            await asyncio.sleep(delay)
+        started = time.monotonic()
+        try:
+            await _attended(request, delay)
+        except ConnectionResetError:
+            elapsed = time.monotonic() - started - gen.ttft
+            done = 0 if elapsed < 0 else tokens if not cfg.itl else 1 + int(elapsed / cfg.itl)
+            gen.progress(done, tokens)
+            raise
         return
     # Token by token: each delay depends on the batch at that moment, and the KV gauge fills up.
-    await asyncio.sleep(gen.ttft)
+    await _attended(request, gen.ttft)
     gen.progress(1, tokens)
     for done in range(2, tokens + 1):
-        await asyncio.sleep(state.token_delay())
+        await _attended(request, state.token_delay())
         gen.progress(done, tokens)
+
+
+DISCONNECT_CHECK_S = 0.05
+"""How often a non-streamed answer looks whether its client is still connected."""
+
+
+async def _attended(request: web.Request | None, seconds: float) -> None:
+    """Sleep `seconds`, looking every DISCONNECT_CHECK_S whether the client left (ConnectionResetError)."""
+    if request is None:
+        if seconds > 0:
+            await asyncio.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        if request.transport is None or request.transport.is_closing():
+            raise ConnectionResetError("the client disconnected before its answer")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(left, DISCONNECT_CHECK_S))
 
 
 async def _send(resp: web.StreamResponse, payload: Mapping[str, Any] | str) -> None:
@@ -482,8 +573,9 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     if cfg.gzip_streams:
         resp.enable_compression(web.ContentCoding.gzip)  # as some gateways do: still valid SSE
     await resp.prepare(request)
-    if cfg.faults:
-        resp["inferaccept_shaper"] = conformance.StreamShaper(cfg.faults,
+    shaped, miscount = conformance.load_stream_faults(cfg, len(state.flights))
+    if shaped:
+        resp["inferaccept_shaper"] = conformance.StreamShaper(shaped,
                                                               _chat_usage(cfg, prompt_tokens, choices),
                                                               number=state.drawn)
     generation.stream_faults(choices, body, cfg.faults)
@@ -533,12 +625,15 @@ async def _stream_chat(request: web.Request, state: State, body: Mapping[str, An
     if include_usage:
         final = chunk([])
         final["usage"] = _chat_usage(cfg, prompt_tokens, choices)
+        if miscount:
+            final["usage"] = conformance.miscounted(final["usage"])
         _mark(marks, "other")
         await _send(resp, final)
     end = clock()
     await _send(resp, "[DONE]")
     if marks is not None and state.timing is not None:
         state.timing.write(cid, marks, end)
+    gen.finished = True
     state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=gen.ttft,
                                    e2e=time.monotonic() - start)
     await resp.write_eof()
@@ -597,7 +692,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     cid = f"cmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     completion_tokens = sum(c.completion_tokens for c in choices)
-    async with _slot(state, prompt_tokens, completion_tokens) as gen:
+    async with _slot(state, prompt_tokens, completion_tokens, limit=_limit_of(body),
+                     stream=bool(body.get("stream"))) as gen:
         start = time.monotonic()
         if slow:
             gen.ttft += cfg.slow_ttft
@@ -623,11 +719,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
                                    "choices": [{"index": c.index, "text": "", "logprobs": None,
                                                 "finish_reason": c.finish_reason}]})
             await _send(resp, "[DONE]")
+            gen.finished = True
             state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=gen.ttft,
                                            e2e=time.monotonic() - start)
             await resp.write_eof()
             return resp
-        await _sleep_generation(state, gen, steps)
+        await _sleep_generation(state, gen, steps, request)
+        gen.finished = True
         state.metrics.request_finished(prompt_tokens, completion_tokens, ttft=gen.ttft,
                                        e2e=time.monotonic() - start)
         return web.json_response(conformance.completion_response({

@@ -10,6 +10,10 @@ REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "reasoning", "both")
 """Where the fake puts its reasoning text (`FakeConfig.reasoning_field`)."""
 METRICS_NAMES: tuple[str, ...] = ("new", "old", "both")
 """Which of vLLM's renamed metric names /metrics serves (`FakeConfig.metrics_names`)."""
+SLOW_RECOVERY_FACTOR = 4.0
+"""How much slower the fake is while it recovers from a spike (`FakeConfig.slow_recovery`)."""
+RECOVERY_QUIET_S = 0.5
+"""The spike is over once no request has waited for a slot for this long (`FakeConfig.slow_recovery`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +69,22 @@ class FakeConfig:
     """The answer to an overloaded request: 429 or 503 (with Retry-After: graceful shedding) or 500."""
     overload_hang: bool = False
     """An overloaded request is never answered (a server that falls over without shedding)."""
+    spike_unbounded_queue: bool = False
+    """With `slots`: no request is ever refused for load, whatever `max_queue` says; a spike's extra
+    requests all wait for a slot, so the queue and its waiting time grow with the spike."""
+    slow_recovery: float = 0.0
+    """With `slots`: for this many seconds once no request has waited for a slot for RECOVERY_QUIET_S (the
+    spike is over), TTFT and token delays are SLOW_RECOVERY_FACTOR times longer (a server slow to recover
+    from a spike; 0: off)."""
+    cancel_keeps_generating: bool = False
+    """A fault: a request whose client disconnected goes on generating unseen, a token at a time up to its
+    max_tokens, holding its slot: running stays up, vllm:generation_tokens_total keeps rising (vllm#54947)."""
+    cancel_leaks_slot: bool = False
+    """A fault: a request whose client disconnected never gives its slot back: running stays one higher
+    for ever and, with `slots`, one request fewer can run at once."""
+    cancel_deadlock: bool = False
+    """A fault: after the first client disconnect mid-stream, every later chat and completions request
+    hangs (no headers) while /health and /v1/models still answer 200 (tabbyAPI#428)."""
     kv_cache_tokens: int = 0
     """KV-cache size in tokens: vllm:kv_cache_usage_perc is the prompt + generated tokens of the
     generating requests over this, capped at 1.0 (0: off, the gauge stays 0.0)."""
@@ -98,6 +118,21 @@ class FakeConfig:
     older name: DeepSeek, llama.cpp, SGLang, vLLM before late 2025), reasoning (vLLM's newer name) or
     both (vLLM while renaming). A server setting, not a fault: which one a client misses depends on
     the name the client reads."""
+    # Consistency knobs: answers that contradict themselves with the load (off: None).
+    double_finish_under_load: int | None = None
+    """While more than this many chat requests are in the server (the request itself counted), a
+    streamed answer sends its finish_reason chunk twice."""
+    usage_miscount_under_load: int | None = None
+    """While more than this many chat requests are in the server, a streamed answer's usage reports a
+    quarter of the completion tokens it streamed (fewer tokens than content events)."""
+
+    # Correctness-under-load knobs: known answers (`fake.knowns`) that go wrong with the load (off: None).
+    wrong_above_inflight: int | None = None
+    """Known answers are wrong while more than this many chat requests are in the server, the request
+    itself counted (a server that answers wrongly only when busy)."""
+    stays_wrong_after_overload: int | None = None
+    """Once more than this many chat requests were in the server at once, every later known answer is
+    wrong, alone too (a server an overload left broken)."""
 
     def __post_init__(self) -> None:
         if self.overload_status not in OVERLOAD_STATUSES:
@@ -107,13 +142,26 @@ class FakeConfig:
             raise ValueError("max_queue needs slots (a queue only exists when generations are limited)")
         if self.max_queue is not None and self.max_queue < 0:
             raise ValueError(f"max_queue must be >= 0, not {self.max_queue}")
+        if (self.spike_unbounded_queue or self.slow_recovery) and not self.slots:
+            raise ValueError("spike_unbounded_queue and slow_recovery need slots (a spike only queues when "
+                             "generations are limited)")
         if self.overload_hang and self.max_queue is None:
             raise ValueError("overload_hang needs max_queue (and slots): it says what overloaded means")
+        if self.cancel_keeps_generating and self.cancel_leaks_slot:
+            raise ValueError("cancel_keeps_generating and cancel_leaks_slot exclude each other (a slot is "
+                             "either freed late or never)")
         if self.cache_fill and self.cache_fill_requests <= 0:
             raise ValueError("cache_fill needs cache_fill_requests > 0 (how many requests fill the cache)")
         for name in ("batch_slowdown", "latency_creep", "memory_growth", "cache_fill", "cache_fill_requests",
-                     "kv_cache_tokens", "prefill_per_token", "slow_ttft", "reasoning_tokens"):
+                     "slow_recovery", "kv_cache_tokens", "prefill_per_token", "slow_ttft",
+                     "reasoning_tokens"):
             if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
+        for name in ("wrong_above_inflight", "stays_wrong_after_overload"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
+        for name in ("double_finish_under_load", "usage_miscount_under_load"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
         for name in ("slow_fraction", "error_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:

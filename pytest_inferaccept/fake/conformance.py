@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pytest_inferaccept.fake.config import FakeConfig
 from pytest_inferaccept.fake.metrics import vllm_names
 
 Payload = dict[str, Any] | str
@@ -84,6 +85,25 @@ def completion_response(payload: dict[str, Any], faults: frozenset[str]) -> dict
 def stream_content_type(faults: frozenset[str]) -> str:
     """The content-type of a streamed answer."""
     return "application/json" if "stream_content_type_wrong" in faults else "text/event-stream"
+
+
+def load_stream_faults(config: FakeConfig, in_flight: int) -> tuple[frozenset[str], bool]:
+    """The faults a streamed chat answer is shaped with while `in_flight` chat requests are in the server
+    (itself counted), and whether its usage is miscounted (the consistency knobs of FakeConfig)."""
+    faults = config.faults
+    double = config.double_finish_under_load
+    if double is not None and in_flight > double:
+        faults = faults | {"stream_double_finish"}
+    miscount = config.usage_miscount_under_load
+    return faults, miscount is not None and in_flight > miscount
+
+
+def miscounted(usage: dict[str, Any]) -> dict[str, Any]:
+    """usage_miscount_under_load: a quarter of the completion tokens (at least one), the totals to match."""
+    out = dict(usage)
+    out["completion_tokens"] = max(1, usage["completion_tokens"] // 4)
+    out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
+    return out
 
 
 class StreamShaper:

@@ -404,6 +404,20 @@ def load_faults(choices: list[Choice], faults: frozenset[str], body: Mapping[str
             c.pieces[TIE_AT], c.runner_up = tie_runner_up(c.pieces[TIE_AT]), c.pieces[TIE_AT]
 
 
+def wrong_when_busy(choices: list[Choice], cfg: FakeConfig, *, in_flight: int, broken: bool) -> bool:
+    """Spoil known answers the way a server that is wrong under load is (`wrong_above_inflight`), or one
+    an overload left broken (`stays_wrong_after_overload`); returns whether the server is broken now."""
+    over = cfg.stays_wrong_after_overload
+    broken = broken or (over is not None and in_flight > over)
+    busy = cfg.wrong_above_inflight is not None and in_flight > cfg.wrong_above_inflight
+    if broken or busy:
+        for c in choices:
+            if c.known:
+                c.pieces = knowns.pieces(knowns.wrong_answer(c.text))
+                c.completion_tokens = len(c.pieces)
+    return broken
+
+
 def reasoning_faults(choices: list[Choice], body: Mapping[str, Any], faults: frozenset[str]) -> None:
     """Spoil the reasoning and the answers around it (and agent follow-ups) the way faulty servers do."""
     messages = body.get("messages") or []

@@ -74,6 +74,11 @@ class MetricsState:
         if generated > 1:
             self.itl.observe(max(e2e - ttft, 0.0) / (generated - 1))
 
+    def count_generated(self, tokens: int) -> None:
+        """Count tokens generated for a request that did not finish (its client left), as an engine that
+        counts every decoding step does; a finished request's tokens count in `request_finished`."""
+        self.generation_tokens += tokens
+
     def prefix_lookup(self, prompt: int, hit: bool) -> None:
         """A prompt of `prompt` tokens was looked up in the prefix cache."""
         self.prefix_queries += prompt

@@ -95,6 +95,11 @@ class RequestRecord:
     """The prompt length the workload asked for (the server's prompt_tokens is the truth)."""
     finish_reason: str | None = None
     """The last finish_reason the stream carried (None: the server sent none)."""
+    finish_reasons: int = 0
+    """How many finish_reason values the stream carried, over all its choices (a sound answer sends
+    one per choice; two for one choice is a protocol fault the last value alone would hide)."""
+    finished_choices: int = 0
+    """How many distinct choices (by index) carried a finish_reason."""
     done: bool = False
     """True when the stream ended with `data: [DONE]` (always False for embeddings)."""
     node: str | None = None

@@ -40,7 +40,8 @@ def _event_data(block: bytes) -> tuple[bytes | None, bool]:
 class StreamParser:
     """Incremental SSE reader for one streamed answer; writes straight into the record."""
 
-    __slots__ = ("blank_at", "buf", "content_read", "done", "done_at", "finish", "problem", "rec", "text_key")
+    __slots__ = ("blank_at", "buf", "content_read", "done", "done_at", "finish", "finished", "problem", "rec",
+                 "text_key")
 
     def __init__(self, rec: RequestRecord) -> None:
         self.rec = rec
@@ -50,6 +51,8 @@ class StreamParser:
         self.done = False
         self.done_at: float | None = None
         self.finish: str | None = None
+        self.finished: set[object] = set()
+        """The indices of the choices that carried a finish_reason."""
         self.problem: str | None = None
         self.blank_at: float | None = None
         """When the first generated event came, blank or not (the first token of a blank answer)."""
@@ -195,6 +198,10 @@ class StreamParser:
                     return f"choices[{i}].finish_reason is {_shown(reason)}, not a string"
                 if reason:
                     self.finish = reason
+                    rec.finish_reasons += 1
+                    index = choice.get("index")
+                    self.finished.add(index if type(index) is int else i)
+                    rec.finished_choices = len(self.finished)
         if text:
             rec.content_events += 1
             rec.content_times.append(now)

@@ -114,6 +114,12 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("correctness_drift_tolerance", "--correctness-drift-tolerance", "NATS",
             "the logprob drift the known-answer set may show against the baseline beyond the server's own "
             "(mean |delta logprob|, default 0.02), or off"),
+    _Option("correctness_under_load", "--correctness-under-load", "N",
+            "known-answer items graded inside the bundled load test, every ladder level, the soak and the "
+            "push: answered alone, under load and after it (default 12; 0: off)"),
+    _Option("correctness_real_changes", "--correctness-real-changes", "PERCENT",
+            "the share of a level's items whose answer under load may change at a non-tie (a real change, "
+            "told apart by logprobs) before the level is a NO-GO (default 10)"),
     _Option("reasoning_field", "--reasoning-field", "NAME",
             "the field your client reads reasoning text from: reasoning, reasoning_content or any "
             "(default any); a server that sends it only under the other name is a finding"),
@@ -161,6 +167,12 @@ CAPACITY_OPTIONS: tuple[_Option, ...] = (
     _Option("gpu_telemetry", "--gpu-telemetry", "CMD",
             "command printing 'index, utilisation percent, memory used MiB, memory total MiB' per GPU "
             "(default: nvidia-smi when on PATH)"),
+    _Option("rollback_cmd", "--rollback-cmd", "CMD",
+            "the baseline's command for the rollback drill (a launched server is stopped and this "
+            "started on its port; '{port}' is replaced), then the server under test is started again"),
+    _Option("rollback_within", "--rollback-within", "SECONDS",
+            "how long the rollback drill's way back to service (ready, warmed, smoke checks) may take "
+            "(default 600)"),
 )
 ALL_MODELS_HELP = ("run the core conformance checks once for each chat model GET /v1/models lists (a "
                    "gateway may list models it cannot serve); the capability matrix gets a column per model")

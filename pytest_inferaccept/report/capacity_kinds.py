@@ -16,13 +16,15 @@ from typing import Final, Literal
 Sentences = Literal["climb", "soak", "push", "refusal", "headline"]
 """How a kind is told in the answer: a climb's SLO level and knee, a soak's checks, a push's boundary,
 a refusal's headline and reasons, or the generic 'kind (check): headline'."""
-Facts = Literal["climb", "soak", "push", "refusal", "recovery", "lengths", "interference", "prefix", "turns"]
+Facts = Literal["climb", "soak", "push", "refusal", "recovery", "lengths", "interference", "prefix", "turns",
+                "cancel"]
 """Which facts its section lists beside the step table, and how that table names its rows and which
 columns of its own it adds: a climb's, a soak's checks and windows, a boundary's (a push's shedding, a
 prompt length's refusal), a recovery's way back, latency by length bucket, short prompts alone and
-mixed with long ones, unique and shared prefixes, or TTFT per conversation turn."""
-Plot = Literal["climb", "soak"]
-"""Its chart: throughput and latency against the level, or the soak over time."""
+mixed with long ones, unique and shared prefixes, TTFT per conversation turn, or what a cancellation burst
+left behind (gauges, counter, answers after it)."""
+Plot = Literal["climb", "soak", "spike"]
+"""Its chart: throughput and latency against the level, the soak over time, or latency across a spike."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +125,8 @@ KINDS: Final[dict[str, CapacityKind]] = {
                            slo_column=False),
     "multi_turn": CapacityKind(title="Multi-turn conversations", unit=TURN, order=9, facts="turns",
                                slo_column=False),
+    "spike": CapacityKind(title="Traffic spike", order=10, plot="spike"),
+    "cancel": CapacityKind(title="Cancellation hygiene", order=11, facts="cancel", slo_column=False),
 }
 """The kinds this report has words of its own for; any other registered kind is drawn from its
 line in scenario_kinds.py (`kind_of`)."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_inferaccept.model import (
+    CancelStep,
     CapacityBoundary,
     CapacityScenario,
     CapacityStep,
@@ -208,6 +209,21 @@ def _alive(step: CapacityStep) -> Cell | None:
     return Cell("yes" if step.alive_after else "NO")
 
 
+def _answers(step: CapacityStep) -> Cell | None:
+    """The known-answer items under load: right of compared (alone), how the answers changed."""
+    graded = step.correctness
+    if graded is None:
+        return None
+    if not graded.compared:
+        return Cell("not compared", f"{graded.sent} sent, {graded.outside} outside the load")
+    changed = (f"{graded.identical} identical, {graded.near_ties} near ties, "
+               f"{graded.real_changes} real changes" if graded.logprobs
+               else f"{graded.identical} identical (no logprobs)")
+    mark = "" if graded.held else " NO-GO"
+    return Cell(f"{graded.correct} of {graded.compared} right{mark}",
+                f"alone {graded.alone_correct}; {changed}")
+
+
 def _columns(unit: Unit) -> list[Column]:
     columns: list[Column] = [
         ("requests", lambda s: Cell(str(s.measured))),
@@ -230,6 +246,7 @@ def _columns(unit: Unit) -> list[Column]:
         ("peak GPU memory", lambda s: _maybe(_gpu_memory(s), fmt_bytes)),
         ("peak GPU busy", lambda s: _maybe(_gpu_util(s), lambda v: fmt_value("error_rate", v))),
         ("answers after", _alive),
+        ("answers under load", _answers),
     ]
     return columns
 
@@ -367,7 +384,13 @@ def _length_columns() -> tuple[Column, ...]:
     )
 
 
+def _cancel_label(step: CapacityStep, unit: Unit) -> str:
+    name = step.step if isinstance(step, CancelStep) and step.step else "step"
+    return f"{name} the burst, {unit.level(step.level)}"
+
+
 TABLES: dict[Facts, StepTable] = {
+    "cancel": StepTable(label=_cancel_label),
     "interference": StepTable(label=_interference_label, columns=_interference_columns()),
     "prefix": StepTable(label=_prefix_label, columns=_prefix_columns()),
     "turns": StepTable(label=_level_label, columns=_turn_columns(), without=frozenset({"requests"})),
@@ -660,12 +683,49 @@ def _turns_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario
     return Parts(facts=tuple(facts))
 
 
+def _cancel_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Parts:
+    """The burst, each gauge from rest to the watch's end, the counter, and the answers after it."""
+    found, asked = scenario.findings.cancel, scenario.params.cancel
+    if found is None or asked is None:
+        return Parts()
+    kept = found.sent - found.streamed
+    facts = [("burst", f"{found.sent} requests of {asked.max_tokens} tokens: {found.streamed} streamed, cut "
+                       f"after {asked.after_chunks} content chunks; {kept} not, closed after "
+                       f"{asked.close_after_s:g} s"),
+             ("cancelled", f"{found.cut_mid_stream} mid-stream, {found.closed_early} closed early, "
+                           f"{found.cut_waiting} still waiting; {found.answered_before_cancel} answered "
+                           f"first, {found.failed} failed")]
+    if not found.gauges_served:
+        facts.append(("gauges", found.gauges_absent or "not served"))
+    for gauge in found.gauges:
+        back = (f"back in {gauge.returned_s:.1f} s" if gauge.returned_s is not None
+                else f"not back within {asked.return_within_s:g} s")
+        facts.append((gauge.metric, f"{fmt_number(gauge.before)} at rest, peak {fmt_number(gauge.peak)}, "
+                                    f"{fmt_number(gauge.at_end)} at the end: {back}"
+                                    + ("" if gauge.judged else " (shown, not judged)")))
+    if found.generated_metric is not None and found.generated_after_grace is not None:
+        facts.append((found.generated_metric, f"+{fmt_number(found.generated_after_grace)} tokens from "
+                                              f"{asked.grace_s:g} s after the last cancel to the end"))
+    facts.append(("a completion afterwards", f"{found.probe}; /health {found.health}"))
+    if found.ttft_ratio is not None:
+        facts.append(("TTFT p50", f"{_latency(found.ttft_p50_after)} after, "
+                                  f"{_latency(found.ttft_p50_before)} before (×{found.ttft_ratio:.2f}; "
+                                  f"limit ×{asked.ttft_ratio:g})"))
+    return Parts(facts=tuple(facts))
+
+
 PARTS: dict[Facts, Callable[[RunDocument, CheckResult, CapacityScenario], Parts]] = {
     "climb": _climb_parts, "soak": _soak_parts, "push": _push_parts, "refusal": _refusal_parts,
     "recovery": _recovery_parts, "lengths": _lengths_parts, "interference": _interference_parts,
-    "prefix": _prefix_parts, "turns": _turns_parts,
+    "prefix": _prefix_parts, "turns": _turns_parts, "cancel": _cancel_parts,
 }
 """How the section lists each reading of report/capacity_kinds.py beside the step table."""
+
+
+def _answers_fact(scenario: CapacityScenario) -> tuple[tuple[str, str], ...]:
+    """The known-answer items' finding beside the knee: where the answers held, and after the load."""
+    graded = scenario.findings.correctness
+    return () if graded is None else (("answers under load", graded.text),)
 
 
 def _telemetry(scenario: CapacityScenario) -> str:
@@ -689,7 +749,8 @@ def scenario_view(doc: RunDocument, anchor: str, test: CheckResult, scenario: Ca
     return ScenarioView(
         anchor=anchor, kind=scenario.kind, title=kind.title, check=words.short_name(test.nodeid),
         href=href, status=scenario.status, status_class=status_class(scenario.status),
-        headline=scenario.headline, reasons=tuple(scenario.reasons), facts=parts.facts,
+        headline=scenario.headline, reasons=tuple(scenario.reasons),
+        facts=parts.facts + _answers_fact(scenario),
         verdict=parts.verdict, verdict_class=parts.verdict_class, problems=parts.problems,
         checks=parts.checks, table=level_table(scenario), windows=parts.windows, explanations=explanations,
         notes=tuple(scenario.notes), telemetry=_telemetry(scenario))

@@ -25,6 +25,8 @@ Chart = tuple[str, str]
 KNEE_COLOUR = "#b26a00"
 BEST_COLOUR = "#2e7d32"
 MISSED_COLOUR = "#b3261e"
+HELD_COLOUR = "#6a1b9a"
+"""The highest level where the known-answer items held under load (docs/correctness.md, "Under load")."""
 _RC = {"svg.hashsalt": "inferaccept", "svg.fonttype": "none", "font.size": 9}
 
 
@@ -153,7 +155,11 @@ def _level_axis(ax: Any, unit: Unit, levels: list[float]) -> None:
     ax.set_xlabel(unit.axis)
 
 
-def _level_marks(ax: Any, unit: Unit, knee: float | None, best: float | None) -> None:
+def _level_marks(ax: Any, unit: Unit, knee: float | None, best: float | None,
+                 held: float | None = None) -> None:
+    if held is not None:
+        ax.axvline(held, color=HELD_COLOUR, linestyle="-.", linewidth=1.2,
+                   label=f"answers held up to {unit.level(held)}")
     if best is not None:
         ax.axvline(best, color=BEST_COLOUR, linestyle=":", linewidth=1.6,
                    label=f"highest within the SLOs: {unit.level(best)}")
@@ -171,6 +177,7 @@ def _climb_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario
     unit = kind_of(scenario.kind).unit
     knee = scenario.findings.knee.level if scenario.findings.knee is not None else None
     best = scenario.findings.max_slo_level
+    graded = scenario.findings.correctness
     tokens = any(s.throughput_tokens_per_s for s in steps)
     fig = _mpl(".figure").Figure(figsize=(10.4, 3.6), dpi=100)
     left, right = fig.subplots(1, 2)
@@ -203,7 +210,12 @@ def _climb_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario
     levels = sorted({s.level for s in steps})
     for ax in (left, right):
         _level_axis(ax, unit, levels)
-        _level_marks(ax, unit, knee, best)
+        _level_marks(ax, unit, knee, best, graded.held_up_to if graded is not None else None)
+        if graded is not None:
+            wrong = [s.level for s in steps if s.correctness is not None and not s.correctness.held]
+            if wrong:
+                ax.scatter(wrong, [0] * len(wrong), marker="v", s=60, zorder=6, color=MISSED_COLOUR,
+                           label="answers wrong under load", clip_on=False)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
@@ -262,8 +274,37 @@ def _soak_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario)
     return (f"The soak over time: {short_name(test.nodeid)}", _svg(fig))
 
 
+def _spike_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Chart | None:
+    """TTFT and e2e per window across the spike, the recovery limits dashed, the spike shaded."""
+    series, spike = scenario.series, scenario.findings.spike
+    latency = [(label, points, colour) for label, points, colour in (
+        ("TTFT", series.ttft, "#1565c0"), ("e2e", series.e2e, "#00838f")) if len(points) >= 2]
+    if spike is None or not latency:
+        return None
+    fig = _mpl(".figure").Figure(figsize=(7.2, 3.3), dpi=100)
+    ax = fig.add_subplot()
+    ax.axvspan(spike.spike_start_s, spike.spike_end_s, color="#ffcc80", alpha=0.35, label="spike")
+    for label, points, colour in latency:
+        ax.plot([t for t, _ in points], [v for _, v in points], marker=".", label=f"{label} per window",
+                color=colour)
+        for key, limit in spike.limits.items():
+            if key.split("_")[0] == label.lower():
+                ax.axhline(limit, color=colour, linestyle="--", linewidth=1, label=f"{key} limit")
+    if spike.recovery_s is not None:
+        ax.axvline(spike.spike_end_s + spike.recovery_s, color=BEST_COLOUR, linestyle=":", linewidth=1.6,
+                   label=f"back within: {spike.recovery_s:.1f} s after")
+    ax.set_xlabel("seconds into the timeline (by send time)")
+    ax.set_ylabel("seconds")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    which = "the SLO's limits" if spike.reference == "slo" else "the pre-spike p95 × tolerance"
+    return (f"Latency across the spike: {short_name(test.nodeid)} (dashed: {which})", _svg(fig))
+
+
 PLOTS: dict[Plot, Callable[[RunDocument, CheckResult, CapacityScenario], Chart | None]] = {
-    "climb": _climb_chart, "soak": _soak_chart,
+    "climb": _climb_chart, "soak": _soak_chart, "spike": _spike_chart,
 }
 """How each reading of report/capacity_kinds.py is charted."""
 

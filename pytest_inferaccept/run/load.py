@@ -7,6 +7,7 @@ read it, so neither imports the other for it. No pytest here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.markers import SloSpec
@@ -31,6 +32,8 @@ class LoadResult:
     """Why the client, not the server, limited the run (empty: the measurement is trustworthy)."""
     client_check: str = "strict"
     """How the run treats a client-bound measurement (--client-check): strict or warn."""
+    correctness: model.UnderLoadCorrectness | None = None
+    """Known-answer items graded alone, inside this run and after it (None: not graded)."""
 
     @property
     def records(self) -> list[Any]:
@@ -48,6 +51,13 @@ class LoadResult:
         est = summary.stat(stat) if summary is not None else None
         return None if est is None else est.value
 
+    @cached_property
+    def consistency(self) -> model.LoadConsistency:
+        """Per-request consistency of the measured answers (one finish_reason, usage that agrees)."""
+        from pytest_inferaccept.load.consistency import check_consistency, load_words
+
+        return check_consistency(self.run.records, load=load_words(self.run.spec))
+
     @property
     def error_rate(self) -> float | None:
         """Failed fraction of the measured requests."""
@@ -64,16 +74,19 @@ class LoadResult:
         from pytest_inferaccept.stats.slo import judgement_view
         from pytest_inferaccept.stats.summary import document_view
 
+        summary = document_view(self.summary)
+        summary.consistency = self.consistency
         # The engine's own parts (spec, selfcheck, server metrics) are plain JSON it wrote; the
         # model reads them as they are.
         return model.LoadResult.model_validate({
             "label": self.label,
             "spec": self.run.spec,
             "stopped_by": self.run.stopped_by,
-            "summary": document_view(self.summary),
+            "summary": summary,
             "slo": None if self.evaluation is None else judgement_view(self.evaluation),
             "slo_limits": self.slo.to_json() if self.slo is not None else None,
             "selfcheck": {**self.run.selfcheck, "client_bound": list(self.client_bound),
                           "client_check": self.client_check},
             "server_metrics": self.run.server_metrics,
+            **({"correctness": self.correctness} if self.correctness is not None else {}),
         })

@@ -223,12 +223,18 @@ class ServerManager:
         for failure in failures:
             self._log(f"inferaccept: {failure}")
 
-    def restart_chat_server(self) -> dict[str, Any]:
+    def restart_chat_server(self, command: str | tuple[str, ...] | None = None,
+                            why: str = "failure recovery", drill: bool = False) -> dict[str, Any]:
         """Kill the launched chat server on purpose (SIGKILL to its process group) and start it again.
 
         The same command starts on the same port with the same environment, its output appended
         to the same log, and the session waits for it as it did at launch (same readiness paths
-        and timeout). The new process takes the old one's place in `processes`, so the session
+        and timeout). `command` starts another command in its place instead (the rollback drill's
+        baseline, or the candidate again after it; '{port}' in it becomes the server's port); `why`
+        names the restart in the log. `argv_killed` in the answer is the command that was stopped.
+        With `drill`, a command that does not become ready is the drill's finding, not an outage:
+        no cause is recorded, and the next restart may start from the stopped server.
+        The new process takes the old one's place in `processes`, so the session
         stops it at the end; the kill is no outage cause. Times are `time.monotonic()` readings:
         `killed_at`, `ready_at` (None when not ready again), `ready_s` (kill to ready),
         `pid_killed`, `pid` (the new process, None when none started) and `error` (None, or why
@@ -239,40 +245,49 @@ class ServerManager:
         if server is None or not server.launched or not self.processes:
             raise RuntimeError("no launched chat server to restart: the plugin did not start it")
         old = self.processes[0]
-        if old.returncode is not None:  # a crash of its own is an outage, not something to restart
+        if old.returncode is not None and old not in self.killed_on_purpose:
+            # a crash of its own is an outage, not something to restart
             raise RuntimeError(f"the chat server is not running: {old.death_message().splitlines()[0]}")
         base = server.base_url
         timeout = old.ready_timeout if old.ready_timeout is not None else self.settings.ready_timeout
         out: dict[str, Any] = {"pid_killed": old.pid, "pid": None, "killed_at": None, "ready_at": None,
-                               "ready_s": None, "error": None}
+                               "ready_s": None, "error": None, "argv_killed": old.argv}
+        argv = old.argv if command is None else _on_port(command, base)
         self.killed_on_purpose.append(old)
-        self._log(f"inferaccept: killing the chat server (pid {old.pid}) on purpose (failure recovery)")
+        self._log(f"inferaccept: killing the chat server (pid {old.pid}) on purpose ({why})")
         out["killed_at"] = time.monotonic()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(old.pid, signal.SIGKILL)
         old.stop(grace=5.0)  # reaps it, waits for the group to be empty, closes its log
         if old.log_path is not None:
             with contextlib.suppress(OSError), open(old.log_path, "ab") as log:
-                log.write(b"\n--- inferaccept: killed on purpose (failure recovery); starting it again ---\n")
+                again = "starting it again" if command is None else "starting another command"
+                log.write(f"\n--- inferaccept: killed on purpose ({why}); {again} ---\n".encode())
         new: ServerProcess | None = None
         try:
-            new = ServerProcess(old.argv, log_path=old.log_path, env=old.env)
+            new = ServerProcess(argv, log_path=old.log_path, env=old.env)
             self.processes[0] = new
             out["pid"] = new.pid
-            self._log(f"inferaccept: restarted chat server (pid {new.pid}) with the same command, "
-                     f"log {old.log_path}")
+            which = "the same command" if command is None else self.scrubber.text(
+                argv if isinstance(argv, str) else " ".join(argv))
+            self._log(f"inferaccept: restarted chat server (pid {new.pid}) with {which}, log {old.log_path}")
             new.wait_ready(base, timeout=timeout, paths=old.ready_paths)
         except (LaunchError, OSError) as exc:
             if new is not None:
                 new.stop(grace=5.0)  # never leave a half-started server behind
+                if drill:
+                    self.killed_on_purpose.append(new)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             out["error"] = self.scrubber.text(
-                f"the chat server was not ready again after a deliberate restart: {first}")
+                f"the chat server was not ready again after a deliberate restart"
+                f"{'' if why == 'failure recovery' else f' ({why})'}: {first}")
             self._log(f"inferaccept: {out['error']}")
+            if drill:
+                return out
             from pytest_inferaccept.model import Cause
 
             self.on_cause(Cause(kind="exited", server=origin(base),
-                                  reason="not ready again after the failure-recovery restart",
+                                  reason=f"not ready again after the {why.replace(' ', '-')} restart",
                                   during=self.last_test,
                                   detail=self.scrubber.text(f"{out['error']}\n{exc}")))
             return out
@@ -280,3 +295,13 @@ class ServerManager:
         out["ready_s"] = out["ready_at"] - out["killed_at"]
         self._log(f"inferaccept: chat server ready again at {base}, {out['ready_s']:.1f}s after the kill")
         return out
+
+
+def _on_port(command: str | tuple[str, ...], base: str) -> str | tuple[str, ...]:
+    """`command` with '{port}' replaced by the port of `base` (the launched server's URL)."""
+    from urllib.parse import urlsplit
+
+    port = str(urlsplit(base).port or "")
+    if isinstance(command, str):
+        return command.replace("{port}", port)
+    return tuple(a.replace("{port}", port) for a in command)

@@ -5,6 +5,8 @@ Each scenario is bounded in requests and seconds per step (--capacity-step-reque
 --capacity-step-duration) and stops by itself; a circuit breaker (--breaker-error-rate,
 --breaker-latency) ends a climb early. The SLO (--slo, --slo-profile) decides the highest
 compliant level; --capacity-min N makes a level below N a NO-GO. docs/capacity.md has the rules.
+The ladder, the soak and the push grade known-answer items beside every load and after it
+(--correctness-under-load; docs/correctness.md, "Under load").
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pytest_inferaccept.loadgen import LoadGen
 
 def test_concurrency_ladder(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
     loadgen.require_capacity()
-    result = loadgen.ladder()
+    result = loadgen.ladder(graded=True)
     inferaccept_evidence.note(result.headline)
 
 
@@ -35,13 +37,13 @@ def test_soak(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
     duration = loadgen.settings.capacity.soak_duration
     if not duration:
         pytest.skip("the soak runs with --soak-duration SECONDS")
-    result = loadgen.soak(duration=duration, plan=loadgen.soak_level())
+    result = loadgen.soak(duration=duration, plan=loadgen.soak_level(), graded=True)
     inferaccept_evidence.note(result.headline)
 
 
 def test_push_to_failure(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
     loadgen.require_capacity()
-    result = loadgen.push()
+    result = loadgen.push(graded=True)
     inferaccept_evidence.note(result.headline)
 
 

@@ -2,19 +2,24 @@
 
 The SLO comes from --slo KEY=VALUE (repeatable) or --slo-profile FILE; without one the run is
 measured and recorded (results JSON, --inferaccept-records), not judged. The load is bounded by
---load-requests and --load-duration and stops by itself.
+--load-requests and --load-duration and stops by itself. Known-answer items are graded alone,
+beside the load and after it (--correctness-under-load; docs/correctness.md, "Under load"): answers
+that go wrong under the load, or stay wrong after it, are a NO-GO whatever the SLO says.
 """
 
 from __future__ import annotations
 
 import math
 
+from pytest_inferaccept.capacity.failures import describe
+from pytest_inferaccept.checks import fail
 from pytest_inferaccept.evidence import Evidence
 from pytest_inferaccept.loadgen import LoadGen
 
 
 def test_service_levels_hold_under_load(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
-    result = loadgen.run()  # --load-concurrency, --load-requests, --load-duration
+    with loadgen.graded() as grading:
+        result = loadgen.run()  # --load-concurrency, --load-requests, --load-duration
     summary = result.summary
     inferaccept_evidence.note(
         f"{summary.counts.measured} requests at concurrency {result.run.spec.get('concurrency')}: "
@@ -30,6 +35,14 @@ def test_service_levels_hold_under_load(loadgen: LoadGen, inferaccept_evidence: 
                                       f"{hist['count']:.0f} requests) beside the client's {_ms(client_mean)}")
     if loadgen.slo is None:
         inferaccept_evidence.note("no SLO given (--slo, --slo-profile): measured, not judged")
+    if grading is not None:
+        # A load whose own answers mostly broke fails by them (the SLO or the failures' rule says so);
+        # its items are figures then, not a second finding.
+        broken = describe(result.records, result.run.spec).failing
+        graded = result.correctness = grading.outcome(failing=[loadgen.label] if broken else [])
+        inferaccept_evidence.note(graded.text)
+        if graded.status == "fail":
+            fail("answers went wrong under load", "; ".join(graded.reasons))
 
 
 def _ms(seconds: float | None) -> str:
