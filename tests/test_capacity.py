@@ -174,5 +174,5 @@ def test_the_bundled_capacity_suite_is_skipped_without_the_option(
         pytester: pytest.Pytester, four_slots: str) -> None:
     result = pytester.runpytest_inprocess("--pyargs", "pytest_inferaccept.suites.test_capacity",
                                           "--server-url", four_slots, "-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(skipped=5)
+    result.assert_outcomes(skipped=7)
     result.stdout.fnmatch_lines(["*capacity scenarios run with --capacity (they take minutes)*"])

@@ -88,3 +88,30 @@ def test_a_trace_without_arrival_times_cannot_be_replayed_faster(pytester: pytes
                                  "times, but *trace.jsonl has entries without an `arrival` offset*"])
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["verdict"]["status"] == "INVALID", doc["verdict"]  # the plugin's input, not the server
+
+
+def test_each_speed_opens_every_prompt_with_its_own_tag_keeping_shared_prefixes_within_the_step() -> None:
+    from pytest_inferaccept.capacity.headroom import at_speed
+    from pytest_inferaccept.load.workloads import TraceEntry, TraceWorkload
+
+    shared = "You are a support assistant for the harbour office. " * 4
+    trace = TraceWorkload(entries=(
+        TraceEntry(prompt=shared + "Where is berth 4?", max_tokens=8, arrival=0.0),
+        TraceEntry(prompt=shared + "When does the ferry leave?", max_tokens=8, arrival=1.0),
+        TraceEntry(messages=[{"role": "system", "content": shared}, {"role": "user", "content": "Hi"}],
+                   max_tokens=8, arrival=2.0),
+        TraceEntry(messages=[{"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
+                   max_tokens=8, arrival=3.0),
+    ), source="t.jsonl")
+    slow = at_speed(trace, 1, tag="[replay ab12 at speed 1]")
+    fast = at_speed(trace, 2, tag="[replay ab12 at speed 2]")
+    assert [e.arrival for e in fast.entries] == [0.0, 0.5, 1.0, 1.5]
+    a, b = slow.entries[0].text(), slow.entries[1].text()
+    opening = "[replay ab12 at speed 1]\n" + shared
+    assert a.startswith(opening) and b.startswith(opening)
+    assert fast.entries[0].text().startswith("[replay ab12 at speed 2]\n")  # nothing shared across steps
+    assert slow.entries[2].messages is not None and slow.entries[2].messages[0]["content"].endswith(shared)
+    assert slow.entries[3].messages is not None
+    assert slow.entries[3].messages[0]["content"][0] == {"type": "text", "text": "[replay ab12 at speed 1]"}
+    assert trace.entries[0].prompt == shared + "Where is berth 4?"  # the trace itself is unchanged
+    assert at_speed(trace, 1).entries[0].prompt == trace.entries[0].prompt  # no tag: prompts as recorded

@@ -5,10 +5,12 @@ server's /metrics at rest: its running, waiting and KV-cache gauges and its gene
 counter. The burst: `burst` requests sent at once, each asking for `max_tokens` (a server that
 goes on generating for nobody shows it for a long time); the `share` that streams is closed after
 its first `after_chunks` content chunks, the rest (not streamed) are closed `close_after` seconds
-after sending. The watch, from the last cancel: /metrics read every `poll` seconds until every
-judged gauge is back at its value at rest and the counter has been watched for `grace` + `quiet`
-seconds, or `return_within` seconds have passed. After: one small completion with a timeout while
-/health is asked too, then the steady measure again.
+after sending. The watch, from the last cancel: /metrics read every `poll` seconds (1 s by
+default, a scraper's pace: llama-server b11434 read every 0.5 s or 0.2 s never stopped 4
+non-streamed requests whose clients had left, which stopped within 2 s when read every second)
+until every judged gauge is back at its value at rest and the counter has been watched for
+`grace` + `quiet` seconds, or `return_within` seconds have passed. After: one small completion
+with a timeout while /health is asked too, then the steady measure again.
 
 NO-GO when a judged gauge is not back at rest when the watch ends (the running and waiting
 gauges; KV usage only where no running gauge is served, since a prompt cache may keep it up);
@@ -376,7 +378,7 @@ def health(runner: CapacityRunner, root: str) -> tuple[int | None, str]:
 
 def start(runner: CapacityRunner, *, burst: int = 16, share: float = 0.5, after_chunks: int = 3,
           close_after: float = 1.0, bound: float = 30.0, max_tokens: int | None = None,
-          return_within: float = 10.0, grace: float = 1.0, quiet: float = 2.0, poll: float = 0.2,
+          return_within: float = 10.0, grace: float = 1.0, quiet: float = 2.0, poll: float = 1.0,
           concurrency: int = 2, requests: int = 12, ttft_ratio: float = 2.0, ttft_slack: float = 0.05,
           hang_timeout: float = 10.0, workload: str | Path | Workload | None = None) -> CapacityResult:
     """Cancel a burst of requests mid-answer; NO-GO when the server is not freed, still generates,

@@ -6,7 +6,8 @@ Each scenario is bounded in requests and seconds per step (--capacity-step-reque
 --breaker-latency) ends a climb early. The SLO (--slo, --slo-profile) decides the highest
 compliant level; --capacity-min N makes a level below N a NO-GO. docs/capacity.md has the rules.
 The ladder, the soak and the push grade known-answer items beside every load and after it
-(--correctness-under-load; docs/correctness.md, "Under load").
+(--correctness-under-load; docs/correctness.md, "Under load"). A traffic spike and a burst of
+cancelled requests follow the push.
 """
 
 from __future__ import annotations
@@ -44,6 +45,22 @@ def test_soak(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
 def test_push_to_failure(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
     loadgen.require_capacity()
     result = loadgen.push(graded=True)
+    inferaccept_evidence.note(result.headline)
+
+
+def test_traffic_spike(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    """Steady traffic at the soak's level, four times it for 30 s, back for 60 s: failures during
+    the spike, shedding or queueing, and the time until latency is back within the SLO."""
+    loadgen.require_capacity()
+    result = loadgen.scenario("spike")
+    inferaccept_evidence.note(result.headline)
+
+
+def test_cancelled_requests_free_the_server(loadgen: LoadGen, inferaccept_evidence: Evidence) -> None:
+    """A burst of streams cut mid-answer and connections closed early: the server's gauges back at
+    rest, no tokens generated for nobody, nothing hung, requests after as fast as before."""
+    loadgen.require_capacity()
+    result = loadgen.scenario("cancel")
     inferaccept_evidence.note(result.headline)
 
 
