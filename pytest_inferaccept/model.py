@@ -689,6 +689,10 @@ class StepCorrectness(BaseModel):
     near_ties: int = Field(default=0, description="changed answers that part from alone at a near tie")
     real_changes: int = Field(default=0, description="changed answers that part from alone at a non-tie")
     changed_unclassified: int = Field(default=0, description="changed answers no logprobs could classify")
+    length_outside: int = Field(default=0, description="answers whose length (characters) is beyond ±10% of "
+                                "the alone answer's (greedy, same request: MLPerf TEST06's length rule)")
+    length_examples: list[str] = Field(default_factory=list,
+                                       description="the first of them: item, both lengths")
     logprobs: bool = Field(default=False, description="the server returned logprobs for the compared answers")
     real_change_share: Number | None = Field(default=None, description="real changes / compared; null "
                                              "without logprobs (changed vs identical only)")

@@ -170,6 +170,21 @@ def test_without_logprobs_the_comparison_says_changed_or_identical_only() -> Non
     assert "changed vs identical only" in step.text, step.text
 
 
+def test_answers_of_another_length_under_load_are_counted_and_named() -> None:
+    items = [i for i in load_bundled() if i.id in ("copy-000", "copy-001", "copy-002")]
+    alone = {i.id: graded_answer(i, _answer(i.id, i.answers[0])) for i in items}
+    cut = items[1].answers[0][: len(items[1].answers[0]) // 2]  # half the answer: an early stop
+    here = [Asked(items[0], _answer(items[0].id, items[0].answers[0]), 0.0, 0.0, 3),
+            Asked(items[1], _answer(items[1].id, cut), 0.0, 0.0, 3),
+            Asked(items[2], _answer(items[2].id, items[2].answers[0] + "!"), 0.0, 0.0, 3)]
+    step = compare(alone, here, when="under_load", comparisons=2, tolerance=0.05, real_change_tolerance=0.1,
+                   self_flip_rate=SelfFlip(0, 3), logprobs=False)
+    assert step.length_outside == 1, step  # one character more is within 10%, half the answer is not
+    (example,) = step.length_examples
+    assert example.startswith("copy-001: ") and f"against {len(items[1].answers[0])} alone" in example
+    assert "1 of 3 answers' length beyond ±10% of alone" in step.text, step.text
+
+
 def test_an_item_is_compared_only_when_load_requests_were_in_flight_and_the_load_still_ran() -> None:
     items = interleaved(load_bundled())[:3]
     records = [RequestRecord(index=k, send=s, end=e) for k, (s, e) in enumerate(((0.0, 1.0), (0.5, 2.0)))]

@@ -14,7 +14,9 @@ with a timeout while /health is asked too, then the steady measure again.
 
 NO-GO when a judged gauge is not back at rest when the watch ends (the running and waiting
 gauges; KV usage only where no running gauge is served, since a prompt cache may keep it up);
-when the generated-tokens counter rises after the grace with nothing in flight; when the small
+when the generated-tokens counter rises after the grace with nothing in flight (3 s by default:
+llama-server b11434 notices a non-streamed client leave at its next 1 s poll and counts a task's
+tokens when it releases it, 2-3 s after the cancel); when the small
 completion hangs (worse: while /health says 200) or fails; when a request after the burst fails;
 when TTFT p50 after exceeds both `ttft_ratio` × before and before + `ttft_slack`. Without /metrics
 the request-side figures alone are judged, and the result says so. The server is assumed to serve
@@ -378,7 +380,7 @@ def health(runner: CapacityRunner, root: str) -> tuple[int | None, str]:
 
 def start(runner: CapacityRunner, *, burst: int = 16, share: float = 0.5, after_chunks: int = 3,
           close_after: float = 1.0, bound: float = 30.0, max_tokens: int | None = None,
-          return_within: float = 10.0, grace: float = 1.0, quiet: float = 2.0, poll: float = 1.0,
+          return_within: float = 10.0, grace: float = 3.0, quiet: float = 2.0, poll: float = 1.0,
           concurrency: int = 2, requests: int = 12, ttft_ratio: float = 2.0, ttft_slack: float = 0.05,
           hang_timeout: float = 10.0, workload: str | Path | Workload | None = None) -> CapacityResult:
     """Cancel a burst of requests mid-answer; NO-GO when the server is not freed, still generates,

@@ -55,6 +55,10 @@ ALPHA = 0.05
 """The chance of a false NO-GO allowed for one run, shared among its comparisons."""
 EXAMPLES = 3
 """Real changes named per comparison."""
+LENGTH_SHARE = 0.10
+"""An answer under load whose length is beyond this share of its alone answer's is counted (MLPerf
+TEST06's output-length rule for greedy requests); counted and named, judged through the real
+changes it comes with (a greedy answer of another length parts from alone somewhere)."""
 T = TypeVar("T")
 Say = Callable[[str], None]
 
@@ -267,6 +271,10 @@ def compare(alone: Mapping[str, _Graded], here: Sequence[Asked], *, when: Litera
     out.identical, out.near_ties = kinds.get("same", 0), kinds.get("near_tie", 0)
     out.real_changes, out.changed_unclassified = kinds.get("real_change", 0), kinds.get("not_classifiable", 0)
     out.real_change_examples = examples
+    lengths = [(a.item.id, len(a.answer.text or ""), len(g.answer.text or "")) for a, g in pairs]
+    beyond = [(i, x, y) for i, x, y in lengths if abs(y - x) > LENGTH_SHARE * max(x, 1)]
+    out.length_outside = len(beyond)
+    out.length_examples = [f"{i}: {y} characters against {x} alone" for i, x, y in beyond[:EXAMPLES]]
     out.real_change_share = out.real_changes / n if logprobs else None
     too_many = (judge_real_changes and out.real_change_share is not None
                 and out.real_change_share > real_change_tolerance)
@@ -283,6 +291,9 @@ def compare(alone: Mapping[str, _Graded], here: Sequence[Asked], *, when: Litera
         changes += (f", {n - out.identical} changed (no logprobs: changed vs identical only, near ties not "
                     "told from real changes)")
     words = [head, changes]
+    if out.length_outside:
+        words.append(f"{out.length_outside} of {n} answers' length beyond ±{LENGTH_SHARE:.0%} of alone "
+                     f"({'; '.join(out.length_examples)})")
     if verdict.status == "fail":
         words.append(f"NO-GO: {verdict.message.removeprefix('NO-GO: ')}")
     if too_many:

@@ -9,6 +9,9 @@
   blocks, then new ones). Prompts are at most three blocks long.
 - azure_sample.csv: 30 rows in the Azure LLM inference trace format: a header
   `TIMESTAMP,ContextTokens,GeneratedTokens`, date-times with seven fractional digits.
+- azure_light.csv: 80 rows in the same format, about a second apart (1.17 requests/s), prompts of
+  about 90 tokens and answers of 1 to 32: the trace docs/servers/capacity.md replays against
+  llama-server at speed factors.
 
 The figures are drawn, not taken from any published trace.
 """
@@ -54,26 +57,35 @@ def mooncake_lines(seed: int = SEED, n: int = 40) -> list[str]:
     return lines
 
 
-def azure_lines(seed: int = SEED, n: int = 30) -> list[str]:
-    """The Azure sample's lines: a header, then rows about 200 ms apart with drawn lengths."""
+def azure_lines(seed: int = SEED, n: int = 30, *, gap_s: float = 0.2, mu: float = 5.5, sigma: float = 0.8,
+                longest: int = 2000, most_out: int = 64,
+                clock: datetime = datetime(2023, 11, 16, 18, 15, 46, 680590)) -> list[str]:
+    """Azure-format lines: a header, then rows `gap_s` apart on average (exponential gaps), context
+    lengths log-normal (`mu`, `sigma`, at most `longest`), answers of 1 to `most_out` tokens."""
     rng = random.Random(seed + 1)
-    clock = datetime(2023, 11, 16, 18, 15, 46, 680590)
     ticks = 0  # 100 ns ticks past `clock`, the trace's own resolution
     lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
     for i in range(n):
         if i:
-            ticks += max(1, round(rng.expovariate(1 / 0.2) * 10_000_000))
+            ticks += max(1, round(rng.expovariate(1 / gap_s) * 10_000_000))
         at = clock + timedelta(microseconds=ticks // 10)
         stamp = at.strftime("%Y-%m-%d %H:%M:%S") + f".{at.microsecond:06d}{ticks % 10}"
-        context = min(2000, max(20, round(rng.lognormvariate(5.5, 0.8))))
-        lines.append(f"{stamp},{context},{rng.randint(1, 64)}")
+        context = min(longest, max(20, round(rng.lognormvariate(mu, sigma))))
+        lines.append(f"{stamp},{context},{rng.randint(1, most_out)}")
     return lines
 
 
+def azure_light_lines() -> list[str]:
+    """The light trace: 80 rows about a second apart, short prompts and answers."""
+    return azure_lines(10, 80, gap_s=1.0, mu=4.5, sigma=0.6, longest=600, most_out=32,
+                       clock=datetime(2023, 11, 16, 18, 0, 0))
+
+
 def main() -> None:
-    """Write both samples next to this script."""
+    """Write the samples next to this script."""
     (HERE / "mooncake_sample.jsonl").write_text("\n".join(mooncake_lines()) + "\n", encoding="utf-8")
     (HERE / "azure_sample.csv").write_text("\n".join(azure_lines()) + "\n", encoding="utf-8")
+    (HERE / "azure_light.csv").write_text("\n".join(azure_light_lines()) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
