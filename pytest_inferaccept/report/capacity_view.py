@@ -215,13 +215,16 @@ def _answers(step: CapacityStep) -> Cell | None:
     if graded is None:
         return None
     if not graded.compared:
-        return Cell("not compared", f"{graded.sent} sent, {graded.outside} outside the load")
-    changed = (f"{graded.identical} identical, {graded.near_ties} near ties, "
-               f"{graded.real_changes} real changes" if graded.logprobs
-               else f"{graded.identical} identical (no logprobs)")
+        return Cell("not compared", f"{graded.sent} sent, {graded.outside} outside")
+    # Short: the cell must not widen the step table past the page (the step's line says it all).
+    changed = [f"{graded.identical} as alone"]
+    if graded.logprobs:
+        changed += [f"{n} {what}" for n, what in ((graded.near_ties, "near tie"),
+                                                  (graded.real_changes, "real change")) if n]
+    else:
+        changed.append("no logprobs")
     mark = "" if graded.held else " NO-GO"
-    return Cell(f"{graded.correct} of {graded.compared} right{mark}",
-                f"alone {graded.alone_correct}; {changed}")
+    return Cell(f"{graded.correct}/{graded.compared} right{mark}", ", ".join(changed))
 
 
 def _columns(unit: Unit) -> list[Column]:
@@ -246,7 +249,7 @@ def _columns(unit: Unit) -> list[Column]:
         ("peak GPU memory", lambda s: _maybe(_gpu_memory(s), fmt_bytes)),
         ("peak GPU busy", lambda s: _maybe(_gpu_util(s), lambda v: fmt_value("error_rate", v))),
         ("answers after", _alive),
-        ("answers under load", _answers),
+        ("graded answers", _answers),
     ]
     return columns
 
