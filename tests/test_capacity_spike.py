@@ -81,7 +81,8 @@ def test_a_server_that_queues_a_little_and_recovers_at_once_passes_with_its_figu
     assert phases["during"]["level"] == 8 and phases["before"]["level"] == phases["after"]["level"] == 2
     # one timeline: the phases follow each other, the spike about 2 s in and 2 s long
     assert phases["before"]["end_s"] == phases["during"]["start_s"] == spike["spike_start_s"]
-    assert 1.5 < spike["spike_start_s"] < 3.5 and spike["spike_end_s"] - spike["spike_start_s"] == 2
+    assert 1.5 < spike["spike_start_s"] < 3.5
+    assert spike["spike_end_s"] - spike["spike_start_s"] == pytest.approx(2, abs=0.002)  # rounded to ms
     assert phases["during"]["achieved_concurrency"] > 2 * phases["before"]["achieved_concurrency"]
     assert spike["failed_during"] == 0 and spike["rejected_clean"] == 0 and spike["requests_during"] > 20
     assert spike["recovered"] and spike["recovery_s"] <= 1.0, spike["windows"]
