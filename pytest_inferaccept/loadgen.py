@@ -150,11 +150,11 @@ class LoadGen(CapacityRunner):
 
     def run(self, **kwargs: Unpack[RunOptions]) -> LoadResult:
         """Run one load (closed loop at `concurrency`, or open loop at `rate` req/s); blocking."""
-        from pytest_inferaccept.load import LoadInterrupted, run_load
+        from pytest_inferaccept.load import LoadInterrupted
 
         spec = self._announce(self._checked_spec(kwargs))
         try:
-            run = self._beside(self.label, spec) if self._under_load is not None else run_load(spec)
+            run = self._beside(self.label, spec)
         except LoadInterrupted as stopped:
             self._finish(stopped.run)  # what was measured is kept, then the interruption goes on
             raise

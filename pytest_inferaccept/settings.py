@@ -273,6 +273,14 @@ def resolve(lookup: Lookup, environ: dict[str, str] | None = None, *,
     )
 
 
+def _number_or_nan(raw: str) -> float:
+    """`raw` as a float, or NaN when it is not a number (every range check then refuses it)."""
+    try:
+        return float(raw)
+    except ValueError:
+        return float("nan")
+
+
 def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
     """--correctness-set (a file), --correctness-min (a fraction), --correctness-tolerance (points),
     --correctness-drift-tolerance (nats, or off), --correctness-under-load (items),
@@ -281,28 +289,19 @@ def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
     floor_raw = lookup("correctness_min")
     floor: float | None = None
     if floor_raw is not None and floor_raw.strip():
-        try:
-            floor = float(floor_raw)
-        except ValueError:
-            floor = float("nan")
+        floor = _number_or_nan(floor_raw)
         if not 0 < floor <= 1:
             raise SettingsError(f"--correctness-min must be an accuracy between 0 and 1 (0.8 is 80%), "
                                 f"got {floor_raw!r}")
     tol_raw = lookup("correctness_tolerance") or "5"
-    try:
-        tolerance = float(tol_raw)
-    except ValueError:
-        tolerance = float("nan")
+    tolerance = _number_or_nan(tol_raw)
     if not 0 < tolerance < 100:
         raise SettingsError(f"--correctness-tolerance must be a number of points between 0 and 100 (default "
                             f"5: a drop of 5 accuracy points), got {tol_raw!r}")
     drift_raw = (lookup("correctness_drift_tolerance") or "0.02").strip()
     drift: float | None = None
     if drift_raw.lower() != "off":
-        try:
-            drift = float(drift_raw)
-        except ValueError:
-            drift = float("nan")
+        drift = _number_or_nan(drift_raw)
         if not 0 <= drift < 10:
             raise SettingsError(f"--correctness-drift-tolerance must be nats of mean |Δ logprob| between 0 "
                                 f"and 10 (default 0.02), or off, got {drift_raw!r}")
@@ -311,10 +310,7 @@ def _correctness_settings(lookup: Lookup) -> CorrectnessSettings:
         raise SettingsError(f"--correctness-under-load must be a number of items from 0 (off) to 200 "
                             f"(default 12), got {items_raw!r}")
     real_raw = lookup("correctness_real_changes") or "10"
-    try:
-        real = float(real_raw)
-    except ValueError:
-        real = float("nan")
+    real = _number_or_nan(real_raw)
     if not 0 <= real <= 100:
         raise SettingsError(f"--correctness-real-changes must be a percentage of a level's items between 0 "
                             f"and 100 (default 10), got {real_raw!r}")

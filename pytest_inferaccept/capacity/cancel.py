@@ -33,10 +33,10 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from pytest_inferaccept.capacity.sampler import ROLES
 from pytest_inferaccept.capacity.scenarios import CapacityResult, Judgement, conclude, ms, step_row
@@ -72,7 +72,6 @@ KV_TOLERANCE = 0.01
 PROMPT = ("Write a very long story about a lighthouse keeper and the ships she watched over, chapter by "
           "chapter, with every detail of every night.")
 """The burst's prompt: an answer that goes on for as long as max_tokens allows."""
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -333,18 +332,6 @@ def _back(reading: Reading, rest: Reading, role: str) -> bool:
     return reading.gauges[role][1] <= rest.gauges[role][1] + slack
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine from blocking code, in or out of an event loop (an async test's thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 def probe(runner: CapacityRunner, root: str, timeout: float) -> tuple[str, str]:
     """One small completion within `timeout`: ("answered" | "hangs" | "failed", what was seen)."""
     import httpx
@@ -414,7 +401,9 @@ def start(runner: CapacityRunner, *, burst: int = 16, share: float = 0.5, after_
                 poll=poll)
     say(f"inferaccept: cancel: a burst of {burst} requests ({plan.streams} streamed, cut after "
         f"{after_chunks} chunks; {burst - plan.streams} closed after {close_after:g} s)")
-    phase = _run(_burst_and_watch(plan))
+    from pytest_inferaccept.load.blocking import run_blocking
+
+    phase = run_blocking(_burst_and_watch(plan))
     figures = _figures(phase, plan)
     state, seen = probe(runner, root, hang_timeout)
     figures.completion_hangs = state == "hangs"

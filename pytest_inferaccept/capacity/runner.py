@@ -103,12 +103,12 @@ class CapacityRunner:
 
     def measure_step(self, tag: str, **kwargs: Any) -> LoadResult:
         """One step of a capacity scenario: run and summarize it, keep its records, judge nothing."""
-        from pytest_inferaccept.load import LoadInterrupted, run_load
+        from pytest_inferaccept.load import LoadInterrupted
 
         label = f"{self.label}[{tag}]"
         spec = self._spec_for(kwargs)
         try:
-            run = self._beside(label, spec) if self._under_load is not None else run_load(spec)
+            run = self._beside(label, spec)
         except LoadInterrupted as stopped:
             self.ledger.keep_records(label, stopped.run)  # what was measured is kept
             raise
@@ -116,8 +116,9 @@ class CapacityRunner:
         return self._run_result(run, label)
 
     def _beside(self, label: str, spec: LoadSpec) -> LoadRun:
-        """run_load(spec) with the known-answer items sent beside it, then placed on its clock. A single
-        request in flight is the alone baseline itself: nothing is sent beside it (it would double it)."""
+        """run_load(spec), with the known-answer items sent beside it and placed on its clock while
+        `graded()` is open. A single request in flight is the alone baseline itself: nothing is sent
+        beside it (it would double it)."""
         from pytest_inferaccept.load import run_load
 
         grading = self._under_load

@@ -32,12 +32,13 @@ import threading
 import time
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_inferaccept.correctness.answerer import Answer, answer_items
 from pytest_inferaccept.correctness.graders import grade
 from pytest_inferaccept.correctness.paired import PairedVerdict, SelfFlip, judge_pairs, one_sided_bounds
 from pytest_inferaccept.correctness.ties import classify
+from pytest_inferaccept.load.blocking import run_blocking
 from pytest_inferaccept.model import StepCorrectness, UnderLoadCorrectness
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ LENGTH_SHARE = 0.10
 """An answer under load whose length is beyond this share of its alone answer's is counted (MLPerf
 TEST06's output-length rule for greedy requests); counted and named, judged through the real
 changes it comes with (a greedy answer of another length parts from alone somewhere)."""
-T = TypeVar("T")
 Say = Callable[[str], None]
 
 
@@ -80,25 +80,6 @@ def interleaved(items: Sequence[Item]) -> list[Item]:
             if queue:
                 out.append(queue.pop(0))
     return out
-
-
-def _in_thread(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine to its end on a fresh event loop in a helper thread (the caller may run one)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(make())
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="inferaccept-graded", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    value: T = box["value"]
-    return value
 
 
 @dataclass
@@ -345,8 +326,8 @@ class UnderLoad:
 
     def _alone(self, items: Sequence[Item]) -> list[Answer]:
         """The items answered one at a time, nothing else sent meanwhile."""
-        return _in_thread(lambda: answer_items(self.base_url, self.model, items, concurrency=1,
-                                               api_key=self.api_key, timeout=self.timeout))
+        return run_blocking(answer_items(self.base_url, self.model, items, concurrency=1,
+                                         api_key=self.api_key, timeout=self.timeout))
 
     def before(self) -> None:
         """Find the items the server answers correctly alone, then answer them alone once more."""

@@ -95,15 +95,9 @@ async def scrape(base_url: str, *, timeout: float = 3.0, api_key: str | None = N
 
 def scrape_blocking(base_url: str, *, timeout: float = 3.0, api_key: str | None = None) -> Snapshot | None:
     """`scrape` from blocking code (the parent of worker processes), in or out of an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(scrape(base_url, timeout=timeout, api_key=api_key))
-    # This thread already runs a loop (a blocking call from async code): scrape from another one.
-    from concurrent.futures import ThreadPoolExecutor
+    from pytest_inferaccept.load.blocking import run_blocking
 
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, scrape(base_url, timeout=timeout, api_key=api_key)).result()
+    return run_blocking(scrape(base_url, timeout=timeout, api_key=api_key))
 
 
 def deltas(before: Snapshot | None, after: Snapshot | None) -> dict[str, Any]:
