@@ -1388,6 +1388,23 @@ class CancelParams(_CapacityPart):
     hang_timeout_s: Number = Field(description="a completion without an answer by then hangs")
 
 
+class HeadroomEstimate(_CapacityPart):
+    """headroom: how many times the recorded traffic the server holds within its SLOs (stats/headroom.py)."""
+
+    point: Number | None = Field(default=None, description="the first limit's crossing, interpolated "
+                                 "between the factors measured; null: no figure crossed a limit, or the "
+                                 "first did")
+    low: Number = Field(default=0.0, description="the interval's low end: the highest factor, counting up, "
+                        "at which every SLO row was conclusively within (0: not even the first)")
+    high: Number | None = Field(default=None, description="the interval's high end: the lowest factor at "
+                                "which a row was conclusively beyond its limit; null: open above")
+    key: str | None = Field(default=None, description="the SLO row whose crossing gives the point")
+    below_first: bool = Field(default=False, description="the first factor's figures were already beyond "
+                              "a limit")
+    confidence: Number = 0.95
+    text: str = ""
+
+
 class CapacityFindings(_CapacityPart):
     """What a scenario found; which keys are set depends on its kind (named in each)."""
 
@@ -1395,6 +1412,9 @@ class CapacityFindings(_CapacityPart):
     max_slo_level: Number | None = Field(default=None, description="ladder, sweep: the highest level "
                                         "meeting every SLO, counting up from the first")
     max_slo_reason: str | None = None
+    headroom: HeadroomEstimate | None = Field(default=None, description="headroom: the factor of the "
+                                              "recorded traffic held within the SLOs, with its interval; "
+                                              "null without SLO")
     stopped_early: str | None = None
     unit: str | None = None
     checks: dict[str, AnySoakCheck] = Field(default_factory=dict, description="soak: ttft_drift, e2e_drift, "

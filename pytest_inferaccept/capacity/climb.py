@@ -57,13 +57,16 @@ def climb(
     each_row: Callable[[CapacityStep], None] | None = None,
     caveat: str = "",
     unit: str | None = None,
+    lead: Callable[[], str] | None = None,
 ) -> CapacityResult:
     """Measure each level in turn; the knee, the highest level within the SLOs, and the verdict.
 
     `each_row` adds a kind's own figures to every row once the climb ends; `caveat` is the doubt
     of an unconfirmed ladder knee the levels were chosen around, said first in the notes and last
     in the headline. `unit` names the levels: "c" for the ladder, "rate" for the sweep (the
-    defaults), "speed" for a trace replayed faster.
+    defaults), "speed" for a trace replayed faster. `lead`, called once the steps are measured,
+    gives the headline's first words in place of "meets the SLOs up to ..." when an SLO judged
+    the steps (the headroom's factor with its interval; "" keeps the usual words).
     """
     unit = unit or ("c" if kind == "ladder" else "rate")
     rows: list[CapacityStep] = []
@@ -120,7 +123,7 @@ def climb(
     if knee.level is not None and not knee.confirmed:
         notes.append(f"knee {knee.certainty}")
     headline = _headline(rows, knee.level, best, slo is not None, unit, confirmed=knee.confirmed,
-                         why=why_best)
+                         why=why_best, lead=lead() if lead is not None and slo is not None and rows else "")
     return conclude(
         kind=kind,
         label=label,
@@ -160,12 +163,15 @@ def _headline(
     *,
     confirmed: bool = True,
     why: str = "",
+    lead: str = "",
 ) -> str:
     parts = []
     # Levels that passed on their own (the client keeping up), though the count up from the first
     # stopped below them.
     passed = [level_text(unit, r.level) for r in rows if r.slo_status == "pass" and not r.client_bound]
-    if judged:
+    if judged and lead:
+        parts.append(lead)
+    elif judged:
         parts.append(
             f"meets the SLOs up to {level_text(unit, best)}"
             if best is not None

@@ -5,8 +5,10 @@ at half the recorded pace, 2 at twice it), open loop: a send the client made lat
 judged as in every replay, never silently shifted (no coordinated omission). The factors climb
 until the circuit breaker, like the ladder's levels, and the climb says the rest: the highest
 factor meeting every SLO (the headroom), the knee, and what the next factor costs ("meets the
-SLOs up to speed=1.5; ... at speed=2 TTFT p95 is 3.4 s"). The steps are as far apart as the
-factors asked, so the headroom is known to that resolution; no interval is put on it. Each step's
+SLOs up to speed=1.5; ... at speed=2 TTFT p95 is 3.4 s"). With an SLO the headline leads with the
+headroom as a factor and its 95% interval ("holds 1.54× of the recorded traffic (95% interval 1×
+to 2×)", stats/headroom.py): the interval runs from the last factor conclusively within every
+limit to the first conclusively beyond one, so the factors' spacing is its resolution. Each step's
 prompts open with a tag of their own (the run and the factor), so that no step is answered from
 a prefix cache an earlier step filled with the same trace (see `at_speed`).
 
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_inferaccept.capacity.climb import climb
 from pytest_inferaccept.model import CapacityParams
+from pytest_inferaccept.stats.headroom import Headroom, Step, headroom
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.runner import CapacityRunner
@@ -90,17 +93,36 @@ def start(runner: CapacityRunner, *, trace: str | Path | TraceWorkload,
     _say_if_short(runner, len(workload.entries))
     chosen = tuple(sorted(float(f) for f in factors))
     run = secrets.token_hex(4)  # this run's steps share no prompt with an earlier run's either
+    judged: list[Step] = []
+    confidence: list[float] = []
 
     def step(factor: float) -> LoadResult:
         tagged = at_speed(workload, factor, tag=f"[replay {run} at speed {factor:g}]")
-        return runner.measure_step(f"speed={factor:g}", replay=True, workload=tagged, duration=seconds,
-                                   warmup=0)
+        measured = runner.measure_step(f"speed={factor:g}", replay=True, workload=tagged, duration=seconds,
+                                       warmup=0)
+        if measured.evaluation is not None:
+            confidence.append(measured.evaluation.confidence)
+            judged.append(Step(level=factor, rows=measured.evaluation.rows,
+                               usable=not (measured.client_bound and measured.client_check != "warn")))
+        return measured
+
+    found: list[Headroom] = []
+
+    def lead() -> str:
+        if not judged:
+            return ""
+        found.append(headroom(judged, confidence=confidence[0]))
+        return found[0].words()
 
     params = CapacityParams(levels=list(chosen), max_seconds_per_step=seconds,
                             breaker_error_rate=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency)
-    return climb(kind="headroom", label=runner.label, levels=chosen, run_step=step, sampler=runner.sampler(),
-                 slo=runner.slo, breaker_errors=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency,
-                 min_level=None, params=params, say=runner.say, unit="speed")
+    result = climb(kind="headroom", label=runner.label, levels=chosen, run_step=step,
+                   sampler=runner.sampler(), slo=runner.slo, breaker_errors=cap.breaker_error_rate,
+                   breaker_latency_s=cap.breaker_latency, min_level=None, params=params, say=runner.say,
+                   unit="speed", lead=lead)
+    if found:
+        result.findings.headroom = found[0].view()
+    return result
 
 
 def _say_if_short(runner: CapacityRunner, entries: int) -> None:

@@ -446,6 +446,11 @@ def _climb_parts(doc: RunDocument, test: CheckResult, scenario: CapacityScenario
     found, unit, params = scenario.findings, kind_of(scenario.kind).unit, scenario.params
     slo = words.slo_of(doc, test)
     facts = [("SLO", words.slo_words(slo) if slo else "none given: no level is judged")]
+    if found.headroom is not None:
+        facts.append(("headroom", f"{found.headroom.text}: from the last factor conclusively within every "
+                      "limit to the first conclusively beyond one"
+                      + (f"; the point is where {found.headroom.key} crosses its limit, interpolated"
+                         if found.headroom.point is not None and found.headroom.key else "")))
     if found.max_slo_level is not None:
         facts.append(("highest within the SLOs", unit.level(found.max_slo_level)
                       + (f" ({found.max_slo_reason})" if found.max_slo_reason else "")))

@@ -13,7 +13,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pytest_inferaccept.model import CapacityScenario, CheckResult, LoadResult, RunDocument, Trend
+from pytest_inferaccept.model import (
+    CapacityScenario,
+    CheckResult,
+    HeadroomEstimate,
+    LoadResult,
+    RunDocument,
+    Trend,
+)
 from pytest_inferaccept.report.capacity_kinds import Plot, Unit, kind_of
 from pytest_inferaccept.report.capacity_view import numbered
 from pytest_inferaccept.report.units import status_class
@@ -24,6 +31,7 @@ _LATENCY = re.compile(r"^(ttft|itl|tpot|e2e)_")
 Chart = tuple[str, str]
 KNEE_COLOUR = "#b26a00"
 BEST_COLOUR = "#2e7d32"
+HEADROOM_COLOUR = "#6a1b9a"
 MISSED_COLOUR = "#b3261e"
 HELD_COLOUR = "#6a1b9a"
 """The highest level where the known-answer items held under load (docs/correctness.md, "Under load")."""
@@ -168,6 +176,18 @@ def _level_marks(ax: Any, unit: Unit, knee: float | None, best: float | None,
                    label=f"knee: {unit.level(knee)}")
 
 
+def _headroom_marks(ax: Any, room: HeadroomEstimate, levels: list[float]) -> None:
+    """The headroom's interval shaded (to the last factor where it is open above), its point a line."""
+    pct = f"{room.confidence:.0%}"
+    top = room.high if room.high is not None else levels[-1]
+    if top > room.low:
+        ax.axvspan(room.low, top, color=HEADROOM_COLOUR, alpha=0.12, label=f"headroom: {pct} interval"
+                   + ("" if room.high is not None else " (open above)"))
+    if room.point is not None:
+        ax.axvline(room.point, color=HEADROOM_COLOUR, linestyle="-", linewidth=1.4,
+                   label=f"headroom: {room.point:.3g}×")
+
+
 def _climb_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario) -> Chart | None:
     """Throughput and latency p95 against the level, with the knee and the highest SLO level marked."""
     steps = scenario.steps
@@ -208,9 +228,12 @@ def _climb_chart(doc: RunDocument, test: CheckResult, scenario: CapacityScenario
     right.set_ylim(bottom=0)
     right.set_title("latency p95", fontsize=9)
     levels = sorted({s.level for s in steps})
+    room = scenario.findings.headroom
     for ax in (left, right):
         _level_axis(ax, unit, levels)
         _level_marks(ax, unit, knee, best, graded.held_up_to if graded is not None else None)
+        if room is not None:
+            _headroom_marks(ax, room, levels)
         if graded is not None:
             wrong = [s.level for s in steps if s.correctness is not None and not s.correctness.held]
             if wrong:

@@ -558,6 +558,9 @@ def _climb_sentences(doc: RunDocument, test: CheckResult, scenario: CapacityScen
     knee = found.knee.level if found.knee is not None else None
     if not slo:
         head = f"No SLO was given, so the {kind} judges no level"
+    elif found.headroom is not None:
+        said = found.headroom.text
+        head = f"{said[:1].upper()}{said[1:]} within your SLOs ({slo_words(slo)})"
     elif best is not None:
         head = f"{unit.serves} {unit.amount(best)} within your SLOs ({slo_words(slo)})"
     elif steps[0].slo_status == "fail":
