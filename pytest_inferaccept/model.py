@@ -1592,7 +1592,8 @@ class CapacityParams(_CapacityPart):
     settle_rounds: int | None = Field(default=None, description="ladder")
     breaker_error_rate: Number | None = Field(default=None, description="ladder, sweep, push")
     breaker_latency_s: Number | None = Field(default=None, description="ladder, sweep, push")
-    min_level: Number | None = Field(default=None, description="ladder")
+    min_level: Number | None = Field(default=None, description="ladder; headroom: the factor of the recorded "
+                                     "traffic it must hold (need)")
     min_rate: Number | None = Field(default=None, description="sweep")
     basis_caveat: str | None = Field(default=None, description="sweep, soak: the doubt of an unconfirmed "
                                      "knee the levels came from")

@@ -122,3 +122,46 @@ def test_each_speed_opens_every_prompt_with_its_own_tag_keeping_shared_prefixes_
     assert slow.entries[3].messages[0]["content"][0] == {"type": "text", "text": "[replay ab12 at speed 1]"}
     assert trace.entries[0].prompt == shared + "Where is berth 4?"  # the trace itself is unchanged
     assert at_speed(trace, 1).entries[0].prompt == trace.entries[0].prompt  # no tag: prompts as recorded
+
+
+@pytest.fixture(scope="module")
+def quick_slot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One slot, ~25 ms an answer: 20 requests/s keep it half busy, 40/s saturate it."""
+    yield from fake_process(tmp_path_factory.mktemp("quick"), "--slots", "1", "--ttft", "0.01",
+                            "--itl", "0.001")
+
+
+def test_a_server_that_cannot_hold_the_traffic_asked_is_no_go(pytester: pytest.Pytester,
+                                                               quick_slot: str) -> None:
+    """80 requests a step (enough for a p95's upper bound): 1x holds conclusively, 2x is
+    conclusively beyond 100 ms. Asked to hold twice the recorded traffic, the server fails; before
+    the interval, a pass at 1x made the scenario pass whatever it was asked to hold."""
+    _trace(pytester.path / "trace.jsonl", n=80, gap=0.05)
+    pytester.makepyfile("""
+def test_headroom(loadgen):
+    loadgen.require_capacity()
+    loadgen.scenario("headroom", trace="trace.jsonl", factors=[1, 2], need=2)
+""")
+    result = pytester.runpytest_inprocess("--server-url", quick_slot, "--inferaccept-json", "r.json",
+                                          "--capacity", "--client-check", "warn", "--slo", "ttft_p95=0.1")
+    doc: dict[str, Any] = json.loads((pytester.path / "r.json").read_text())
+    (scenario,) = [c for t in doc["tests"] for c in t.get("capacity", [])]
+    figures = [(s["level"], s["ttft_p95"], s["slo_status"]) for s in scenario["steps"]]
+    assert scenario["findings"]["headroom"]["low"] == 1.0, figures
+    assert scenario["findings"]["headroom"]["high"] == 2.0, figures
+    assert scenario["status"] == "fail" and result.ret == EXIT_CODES["NO-GO"], scenario["reasons"]
+    assert scenario["reasons"][0].startswith("does not hold 2× of the recorded traffic: holds 1."), scenario
+    assert scenario["params"]["min_level"] == 2
+
+
+@pytest.mark.parametrize(("low", "high", "status"), [
+    (1.0, 2.0, "pass"), (0.0, 1.0, "fail"), (0.5, 2.0, "invalid"), (0.5, None, "invalid"),
+    (0.0, 0.75, "fail"), (1.5, None, "pass")])
+def test_the_rule_reads_the_interval_against_the_traffic_asked(low: float, high: float | None,
+                                                               status: str) -> None:
+    from pytest_inferaccept.capacity.headroom import _judge
+    from pytest_inferaccept.stats.headroom import Headroom
+
+    found = Headroom(point=None, low=low, high=high, key=None, below_first=False)
+    judged = _judge(found, 1.0)
+    assert (judged[0][0] if judged else "pass") == status, judged

@@ -57,16 +57,17 @@ def climb(
     each_row: Callable[[CapacityStep], None] | None = None,
     caveat: str = "",
     unit: str | None = None,
-    lead: Callable[[], str] | None = None,
+    lead: Callable[[], tuple[str, list[Judgement] | None]] | None = None,
 ) -> CapacityResult:
     """Measure each level in turn; the knee, the highest level within the SLOs, and the verdict.
 
     `each_row` adds a kind's own figures to every row once the climb ends; `caveat` is the doubt
     of an unconfirmed ladder knee the levels were chosen around, said first in the notes and last
     in the headline. `unit` names the levels: "c" for the ladder, "rate" for the sweep (the
-    defaults), "speed" for a trace replayed faster. `lead`, called once the steps are measured,
-    gives the headline's first words in place of "meets the SLOs up to ..." when an SLO judged
-    the steps (the headroom's factor with its interval; "" keeps the usual words).
+    defaults), "speed" for a trace replayed faster. `lead`, called once the steps are measured
+    when an SLO judged them, gives the headline's first words in place of "meets the SLOs up to
+    ..." ("" keeps them) and the judgements that replace those the climb draws from the highest
+    level within the SLOs (None keeps them): the headroom's factor, its interval and its rule.
     """
     unit = unit or ("c" if kind == "ladder" else "rate")
     rows: list[CapacityStep] = []
@@ -102,7 +103,10 @@ def climb(
     bound = (f"the client was the bottleneck already at {level_text(unit, rows[0].level)}: "
              + "; ".join(rows[0].client_bound)) if rows and rows[0].client_bound else ""
     judged: list[Judgement] = []
-    if slo is not None and best is None:
+    said, own = lead() if lead is not None and slo is not None and rows else ("", None)
+    if own is not None:
+        judged = list(own)
+    elif slo is not None and best is None:
         first = rows[0] if rows else None
         if first is not None and first.slo_status == "fail":
             judged.append(("fail", f"does not meet the SLOs even at {level_text(unit, first.level)}: "
@@ -123,7 +127,7 @@ def climb(
     if knee.level is not None and not knee.confirmed:
         notes.append(f"knee {knee.certainty}")
     headline = _headline(rows, knee.level, best, slo is not None, unit, confirmed=knee.confirmed,
-                         why=why_best, lead=lead() if lead is not None and slo is not None and rows else "")
+                         why=why_best, lead=said)
     return conclude(
         kind=kind,
         label=label,

@@ -29,7 +29,7 @@ from pytest_inferaccept.stats.headroom import Headroom, Step, headroom
 
 if TYPE_CHECKING:
     from pytest_inferaccept.capacity.runner import CapacityRunner
-    from pytest_inferaccept.capacity.scenarios import CapacityResult
+    from pytest_inferaccept.capacity.scenarios import CapacityResult, Judgement
     from pytest_inferaccept.load.workloads import TraceEntry, TraceWorkload
     from pytest_inferaccept.run.load import LoadResult
 
@@ -70,12 +70,19 @@ def _tagged(entry: TraceEntry, tag: str) -> dict[str, Any]:
 
 
 def start(runner: CapacityRunner, *, trace: str | Path | TraceWorkload,
-          factors: Sequence[float] = FACTORS, duration: float | None = None) -> CapacityResult:
-    """Replay `trace` at each speed factor in turn until the breaker; the highest meeting the SLOs.
+          factors: Sequence[float] = FACTORS, duration: float | None = None,
+          need: float = 1.0) -> CapacityResult:
+    """Replay `trace` at each speed factor in turn until the breaker; the headroom and its interval.
 
     `trace` is a JSONL trace file (docs/trace-format.md) or a TraceWorkload whose every entry has
     an `arrival` offset; each step lasts at most `duration` seconds (--capacity-step-duration).
+    `need` is the factor the server must hold (1: the recorded traffic itself; 1.5: half as much
+    again): NO-GO when the headroom's interval lies below it, GO when at or above it, and "cannot
+    tell" (invalid) when it straddles it. With --slo-judge point the climb's reading decides
+    (the highest factor passing on point estimates, against `need`).
     """
+    if need <= 0:
+        raise ValueError(f"need is a speed factor above 0, got {need:g}")
     from pytest_inferaccept.load.workloads import TraceWorkload, WorkloadError
     from pytest_inferaccept.run.testload import LoadInputError
 
@@ -108,21 +115,32 @@ def start(runner: CapacityRunner, *, trace: str | Path | TraceWorkload,
 
     found: list[Headroom] = []
 
-    def lead() -> str:
+    def lead() -> tuple[str, list[Judgement] | None]:
         if not judged:
-            return ""
-        found.append(headroom(judged, confidence=confidence[0]))
-        return found[0].words()
+            return "", None
+        est = headroom(judged, confidence=confidence[0])
+        found.append(est)
+        return est.words(), (None if runner.settings.load.judge_on_point else _judge(est, need))
 
-    params = CapacityParams(levels=list(chosen), max_seconds_per_step=seconds,
+    params = CapacityParams(levels=list(chosen), max_seconds_per_step=seconds, min_level=need,
                             breaker_error_rate=cap.breaker_error_rate, breaker_latency_s=cap.breaker_latency)
     result = climb(kind="headroom", label=runner.label, levels=chosen, run_step=step,
                    sampler=runner.sampler(), slo=runner.slo, breaker_errors=cap.breaker_error_rate,
-                   breaker_latency_s=cap.breaker_latency, min_level=None, params=params, say=runner.say,
+                   breaker_latency_s=cap.breaker_latency, min_level=need, params=params, say=runner.say,
                    unit="speed", lead=lead)
     if found:
         result.findings.headroom = found[0].view()
     return result
+
+
+def _judge(found: Headroom, need: float) -> list[Judgement]:
+    """Fail when the interval lies below `need`; pass when it lies at or above it; else cannot tell."""
+    if found.high is not None and found.high <= need:
+        return [("fail", f"does not hold {need:g}× of the recorded traffic: {found.words()}")]
+    if found.low >= need:
+        return []
+    return [("invalid", f"cannot tell whether it holds {need:g}× of the recorded traffic: {found.words()} "
+                        f"(more requests a step, or factors closer to {need:g}×, would settle it)")]
 
 
 def _say_if_short(runner: CapacityRunner, entries: int) -> None:
