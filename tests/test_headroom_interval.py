@@ -85,7 +85,7 @@ def test_over_the_limit_at_the_first_factor() -> None:
                       for f in (0.5, 1.0)])
     assert found.below_first and found.point is None
     assert (found.low, found.high) == (0.0, 0.5)
-    assert found.words() == "holds less than the slowest factor measured (95% interval: below 0.5×)"
+    assert found.words() == "holds less than the slowest factor measured, 0.5× (95% interval: below 0.5×)"
 
 
 def test_min_samples_not_met_leaves_the_step_unsure() -> None:

@@ -81,6 +81,8 @@ class Headroom:
     below_first: bool
     """The first factor's figures were already beyond a limit."""
     confidence: float = 0.95
+    lowest: float | None = None
+    """The lowest factor measured (said when the headroom lies below it)."""
 
     def view(self) -> model.HeadroomEstimate:
         from pytest_inferaccept import model
@@ -101,7 +103,8 @@ class Headroom:
         if self.point is not None:
             return f"holds {_x(self.point)} of the recorded traffic ({span})"
         if self.below_first:
-            return f"holds less than the slowest factor measured ({span})"
+            slowest = f", {_x(self.lowest)}" if self.lowest is not None else ""
+            return f"holds less than the slowest factor measured{slowest} ({span})"
         return f"holds at least the fastest factor measured, {_x(self.low)} ({span})" if self.low > 0 else \
             f"headroom not settled by the factors measured ({span})"
 
@@ -194,4 +197,5 @@ def headroom(steps: Sequence[Step], *, confidence: float = 0.95) -> Headroom:
         point = max(point, low)
         if high is not None:
             point = min(point, high)
-    return Headroom(point=point, low=low, high=high, key=key, below_first=below, confidence=confidence)
+    return Headroom(point=point, low=low, high=high, key=key, below_first=below, confidence=confidence,
+                    lowest=ordered[0].level if ordered else None)
