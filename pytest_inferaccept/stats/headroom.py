@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from pytest_inferaccept.stats.slo import judge_interval
+
 if TYPE_CHECKING:
     from pytest_inferaccept import model
 
@@ -122,14 +124,8 @@ def read_row(row: Row) -> Reading:
     """One row against its limit: its whole interval on the good side, on the bad side, or neither."""
     if row.key == "min_samples":  # a property of the run, not of the server: only settles or does not
         return "within" if row.status == "pass" else "unsure"
-    low, high = row.ci_low, row.ci_high
-    if _minimum(row):
-        if low is not None and low >= row.limit:
-            return "within"
-        return "beyond" if high is not None and high < row.limit else "unsure"
-    if high is not None and high <= row.limit:
-        return "within"
-    return "beyond" if low is not None and low > row.limit else "unsure"
+    status = judge_interval(row.ci_low, row.ci_high, row.limit, minimum=_minimum(row))
+    return "within" if status == "pass" else "beyond" if status == "fail" else "unsure"
 
 
 def read_step(step: Step) -> Reading:

@@ -225,13 +225,20 @@ def _judge(est: Estimate, limit: float, *, minimum: bool, on_point: bool) -> Sta
     if on_point:
         good = est.value >= limit if minimum else est.value <= limit
         return "pass" if good else "fail"
+    return judge_interval(est.low, est.high, limit, minimum=minimum)
+
+
+def judge_interval(low: float | None, high: float | None, limit: float, *, minimum: bool) -> Status:
+    """An interval against a limit: pass when it lies wholly on the good side, fail when wholly on
+    the bad side, else not enough data (a missing end settles nothing on its side). `minimum`: the
+    limit is a floor (bigger is better)."""
     if minimum:
-        if est.low is not None and est.low >= limit:
+        if low is not None and low >= limit:
             return "pass"
-        return "fail" if est.high is not None and est.high < limit else "not_enough_data"
-    if est.high is not None and est.high <= limit:
+        return "fail" if high is not None and high < limit else "not_enough_data"
+    if high is not None and high <= limit:
         return "pass"
-    return "fail" if est.low is not None and est.low > limit else "not_enough_data"
+    return "fail" if low is not None and low > limit else "not_enough_data"
 
 
 def _requests_for(samples: int, n: int, measured: int) -> int:
