@@ -31,7 +31,7 @@ _LATENCY = re.compile(r"^(ttft|itl|tpot|e2e)_")
 Chart = tuple[str, str]
 KNEE_COLOUR = "#b26a00"
 BEST_COLOUR = "#2e7d32"
-HEADROOM_COLOUR = "#6a1b9a"
+HEADROOM_COLOUR = "#d81b60"
 MISSED_COLOUR = "#b3261e"
 HELD_COLOUR = "#6a1b9a"
 """The highest level where the known-answer items held under load (docs/correctness.md, "Under load")."""
